@@ -1,0 +1,199 @@
+"""The capture record (schemas/capture.schema.json): building one, and reading one into an
+`Exchange`. Every capture tool and the demo generator write through `make_record`, so redaction
+happens in one place on the way in, and `parse_record` redacts again on the way out (a user may
+hand us a capture written by something else)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from pipeline.records import Exchange
+from pipeline.redact import account_of, redact_headers, redact_url
+
+SCHEMA_VERSION = 1
+
+
+def _body_field(body: bytes) -> tuple[str, str]:
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), "base64"
+
+
+def iso_utc(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def make_record(
+    *,
+    started_at: datetime,
+    method: str,
+    url: str,
+    request_headers: list[tuple[str, str]],
+    request_body: bytes,
+    status: int | None,
+    response_headers: list[tuple[str, str]] | None,
+    response_body: bytes | None,
+    chunks: list[tuple[float, int]] | None = None,
+    response_headers_ms: float | None = None,
+    first_byte_ms: float | None = None,
+    end_ms: float | None = None,
+    outcome: str | None = None,
+    error: str | None = None,
+    record_id: str | None = None,
+    session_id: str | None = None,
+    agent: str | None = None,
+    tags: list[str] | None = None,
+) -> dict[str, Any]:
+    """A capture record with secrets removed and the key replaced by its fingerprint."""
+    req_text, req_enc = _body_field(request_body)
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "id": record_id,
+        "started_at": iso_utc(started_at),
+        "account": account_of(request_headers, url),
+        "request": {
+            "method": method,
+            "url": redact_url(url),
+            "headers": [list(h) for h in redact_headers(request_headers)],
+            "body": req_text,
+            "body_encoding": req_enc,
+        },
+        "response": None,
+        "timing": {
+            "response_headers_ms": response_headers_ms,
+            "first_byte_ms": first_byte_ms,
+            "end_ms": end_ms,
+        },
+        "outcome": outcome,
+        "error": error,
+        "hints": {"session_id": session_id, "agent": agent, "tags": tags or []},
+    }
+    if status is not None or response_body is not None:
+        resp_text, resp_enc = _body_field(response_body or b"")
+        record["response"] = {
+            "status": status,
+            "headers": [list(h) for h in redact_headers(response_headers or [])],
+            "body": resp_text,
+            "body_encoding": resp_enc,
+            "chunks": [[round(t, 3), n] for t, n in chunks] if chunks is not None else None,
+        }
+    return record
+
+
+def dumps_record(record: dict[str, Any]) -> bytes:
+    """One JSONL line, newline included."""
+    return orjson.dumps(record) + b"\n"
+
+
+class RecordError(ValueError):
+    """A capture line that is not a valid record; the message is the reject reason."""
+
+
+def _headers(value: Any) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [(str(k), str(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        out = []
+        for item in value:
+            if not (isinstance(item, list | tuple) and len(item) == 2):
+                raise RecordError("headers must be [name, value] pairs or an object")
+            out.append((str(item[0]), str(item[1])))
+        return out
+    raise RecordError("headers must be a list or an object")
+
+
+def _body(part: dict[str, Any]) -> bytes:
+    body = part.get("body")
+    if body is None:
+        return b""
+    if not isinstance(body, str):
+        raise RecordError("body must be a string")
+    if part.get("body_encoding") == "base64":
+        try:
+            return base64.b64decode(body, validate=True)
+        except ValueError as exc:
+            raise RecordError("body_encoding is base64 but the body is not valid base64") from exc
+    return body.encode("utf-8", "surrogatepass")
+
+
+def parse_timestamp(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise RecordError("started_at must be an RFC 3339 string")
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise RecordError(f"started_at is not a timestamp: {value[:40]!r}") from exc
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)  # naive timestamps are taken as UTC, as documented
+    return ts.astimezone(UTC)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def parse_record(obj: Any, source: str, index: int) -> Exchange:
+    if not isinstance(obj, dict):
+        raise RecordError("record is not a JSON object")
+    version = obj.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RecordError(f"unsupported schema_version {version!r} (this reader knows 1)")
+    request = obj.get("request")
+    if not isinstance(request, dict) or "url" not in request:
+        raise RecordError("record has no request.url")
+    response = obj.get("response")
+    if response is not None and not isinstance(response, dict):
+        raise RecordError("response must be an object or null")
+    response = response or {}
+    timing = obj.get("timing") or {}
+    hints = obj.get("hints") or {}
+    raw_headers = _headers(request.get("headers"))
+    url = str(request["url"])
+    chunks = response.get("chunks")
+    status = response.get("status")
+    tags = hints.get("tags") or []
+    return Exchange(
+        source=source,
+        index=index,
+        started_at=parse_timestamp(obj.get("started_at")),
+        method=str(request.get("method", "POST")),
+        url=redact_url(url),
+        request_headers=redact_headers(raw_headers),
+        request_body=_body(request),
+        status=int(status) if isinstance(status, int) else None,
+        response_headers=redact_headers(_headers(response.get("headers"))),
+        response_body=_body(response),
+        record_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
+        account=obj.get("account") or account_of(raw_headers, url),
+        session_id=hints.get("session_id"),
+        agent=hints.get("agent"),
+        tags=[str(t) for t in tags] if isinstance(tags, list) else [],
+        response_headers_ms=_num(timing.get("response_headers_ms")),
+        first_byte_ms=_num(timing.get("first_byte_ms")),
+        end_ms=_num(timing.get("end_ms")),
+        chunks=[(float(t), int(n)) for t, n in chunks] if isinstance(chunks, list) else None,
+        capture_outcome=obj.get("outcome") if obj.get("outcome") != "complete" else None,
+        capture_error=obj.get("error"),
+    )
+
+
+def parse_line(line: bytes, source: str, lineno: int) -> Exchange:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        if not line.endswith(b"\n") and line.strip():
+            raise RecordError(f"truncated last line (no newline, invalid JSON: {exc})") from exc
+        raise RecordError(f"invalid JSON: {exc}") from exc
+    try:
+        return parse_record(obj, source, lineno)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, RecordError):
+            raise
+        raise RecordError(f"malformed record: {exc}") from exc

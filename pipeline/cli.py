@@ -1,0 +1,293 @@
+"""The `cacheaudit` command line: parse arguments, call one library function, map errors to
+exit codes (once, in `main`). Data goes to stdout, diagnostics to stderr."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline import __version__
+from pipeline.errors import ExitCode, PipelineError
+from pipeline.sql import SqlOptions
+
+app = typer.Typer(
+    name="cacheaudit",
+    help=(
+        "Audit prompt caching in recorded LLM API traffic: how much input hit the cache, what it"
+        " cost at the prices in force that day, what caching saved, and which change broke the"
+        " cached prefix.\n\nTypical run: `cacheaudit ingest capture.jsonl`, then"
+        ' `cacheaudit sql "select * from headline"`.'
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals can hold API keys
+    add_completion=False,
+)
+
+WarehouseOpt = Annotated[
+    Path,
+    typer.Option(
+        "--warehouse",
+        "-w",
+        envvar="CACHEAUDIT_WAREHOUSE",
+        help="Warehouse directory (Parquet tables).",
+        show_default=True,
+    ),
+]
+DEFAULT_WAREHOUSE = Path("warehouse")
+PricesOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--prices",
+        envvar="CACHEAUDIT_PRICES",
+        help="Extra price table (CSV) or a directory of them; their rows win over shipped ones.",
+    ),
+]
+RulesOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--rules",
+        envvar="CACHEAUDIT_RULES",
+        help="Extra cache-rule table (CSV) or a directory of them; their rows win.",
+    ),
+]
+
+
+def sql_options(prices: list[Path] | None, rules: list[Path] | None) -> SqlOptions:
+    return SqlOptions(prices_paths=tuple(prices or ()), rules_paths=tuple(rules or ()))
+
+
+def err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cacheaudit {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    pass
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out.extend(
+                sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            )
+        else:
+            out.append(p)
+    return out
+
+
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Capture JSONL (.jsonl/.gz/.zst), HAR or OTLP/JSON files, or directories."
+        ),
+    ],
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    force: Annotated[
+        bool, typer.Option("--force", help="Re-ingest files already in the manifest.")
+    ] = False,
+    no_content: Annotated[
+        bool, typer.Option("--no-content", help="Keep segment hashes and lengths, not prompt text.")
+    ] = False,
+    workers: Annotated[
+        int | None, typer.Option(help="Worker processes (default: all cores).")
+    ] = None,
+    providers: Annotated[
+        Path | None,
+        typer.Option(
+            "--providers",
+            envvar="CACHEAUDIT_PROVIDERS",
+            help="TOML map of self-hosted gateway hosts to provider and dialect.",
+        ),
+    ] = None,
+) -> None:
+    """Normalise captured exchanges into the warehouse.
+
+    Format is detected from content. Re-ingesting an unchanged file is a no-op. Unreadable
+    records go to the `rejects` table with the reason; everything else still lands. Prints
+    records read = accepted + rejected + skipped (skipped: not LLM API calls).
+    """
+    from pipeline.ingest import ingest as run_ingest
+    from pipeline.warehouse import Warehouse
+
+    files = _expand(paths)
+    wh = Warehouse(warehouse)
+    progress = _progress_bar() if sys.stderr.isatty() else None
+    try:
+        result = run_ingest(
+            files,
+            wh,
+            force=force,
+            keep_content=not no_content,
+            workers=workers,
+            providers_file=providers,
+            progress=progress.update if progress else None,
+        )
+    finally:
+        if progress:
+            progress.close()
+    for f in result.files:
+        if f.status == "unchanged":
+            err(f"{f.source}: already ingested (unchanged); --force to redo")
+        else:
+            err(
+                f"{f.source} [{f.format}]: {f.records} records = {f.accepted} accepted"
+                f" + {f.rejected} rejected + {f.skipped} skipped"
+            )
+    err(
+        f"total: {result.total('records')} records = {result.total('accepted')} accepted"
+        f" + {result.total('rejected')} rejected + {result.total('skipped')} skipped"
+        f" -> {warehouse}"
+    )
+
+
+class _progress_bar:
+    """A rich progress bar on stderr, by bytes processed."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        self._progress = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("ingest", total=None)
+
+    def update(self, done: int, total: int) -> None:
+        self._progress.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL over the views (see `cacheaudit views`).")],
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="table, csv, json or parquet (needs --out).")
+    ] = "table",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")
+    ] = None,
+    prices: PricesOpt = None,
+    rules: RulesOpt = None,
+) -> None:
+    """Run SQL with DuckDB over the warehouse views.
+
+    Example: cacheaudit sql "select provider, sum(cache_read_tokens)/sum(input_tokens) from
+    requests group by 1" --format csv
+    """
+    from pipeline import output
+    from pipeline import sql as sqlmod
+    from pipeline.warehouse import Warehouse
+
+    con = sqlmod.connect(Warehouse(warehouse), options=sql_options(prices, rules))
+    rel = sqlmod.run(con, query)
+    rows = output.emit(rel, fmt, out)
+    if out is not None:
+        err(f"{rows} rows -> {out}")
+
+
+@app.command()
+def views(
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE, prices: PricesOpt = None, rules: RulesOpt = None
+) -> None:
+    """List the views you can query, with their columns and types."""
+    from pipeline import sql as sqlmod
+    from pipeline.warehouse import Warehouse
+
+    con = sqlmod.connect(Warehouse(warehouse), options=sql_options(prices, rules))
+    for name, cols in sqlmod.views(con).items():
+        typer.echo(name)
+        for col, typ in cols:
+            typer.echo(f"  {col}  {typ}")
+
+
+@app.command()
+def summary(warehouse: WarehouseOpt = DEFAULT_WAREHOUSE) -> None:
+    """Headline numbers: requests, input tokens, token-weighted hit ratio, unknown usage."""
+    from pipeline import sql as sqlmod
+    from pipeline.warehouse import Warehouse
+
+    con = sqlmod.connect(Warehouse(warehouse))
+    rel = sqlmod.run(con, "SELECT * FROM headline")
+    data = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
+    ratio = data["hit_ratio"]
+    typer.echo(f"requests:            {data['requests']}")
+    typer.echo(f"  usage unknown:     {data['requests_usage_unknown']}")
+    typer.echo(f"input tokens:        {data['input_tokens'] or 0}")
+    typer.echo(f"cache read tokens:   {data['cache_read_tokens'] or 0}")
+    typer.echo(
+        "hit ratio:           "
+        + (f"{ratio:.1%}" if ratio is not None else "n/a")
+        + f" (token-weighted; {data['requests_excluded_from_ratio']} requests with unknown"
+        " input or read excluded)"
+    )
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Where to write the demo capture.")] = Path(
+        "demo/capture.jsonl"
+    ),
+    seed: Annotated[int, typer.Option(help="Random seed: same seed, same bytes.")] = 7,
+    sessions: Annotated[int, typer.Option(help="Number of agent sessions.")] = 24,
+) -> None:
+    """Write a deterministic, realistic demo capture (agents, sessions, planted cache breakers)."""
+    from pipeline.demo import write_demo
+
+    n = write_demo(out, seed=seed, sessions=sessions)
+    err(f"wrote {n} exchanges -> {out}")
+
+
+for _module in importlib.import_module("pipeline.commands").COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+def main() -> None:
+    """Entry point: one place maps errors to exit codes.
+
+    Typer/click handle their own usage errors (exit 2) in standalone mode; our errors propagate
+    out of it and are mapped here.
+    """
+    try:
+        app()
+    except PipelineError as exc:
+        err(f"error: {exc.message}")
+        if exc.hint:
+            err(f"hint: {exc.hint}")
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        err("interrupted")
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("CACHEAUDIT_DEBUG"):
+            raise
+        err(f"internal error: {type(exc).__name__}: {exc}")
+        err("hint: this is a bug; rerun with CACHEAUDIT_DEBUG=1 for the traceback")
+        sys.exit(int(ExitCode.BUG))

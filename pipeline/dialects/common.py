@@ -1,0 +1,87 @@
+"""Helpers every dialect shares: compact JSON bytes, safe field access, error bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pipeline.records import ResponseInfo, SegmentRaw
+
+
+def compact(value: Any) -> bytes:
+    """Order-preserving compact JSON: no key sorting, so a reorder the provider sees is a change."""
+    return orjson.dumps(value)
+
+
+def segment(kind: str, role: str | None, value: Any) -> SegmentRaw:
+    return SegmentRaw(kind=kind, role=role, data=compact(value))
+
+
+def get_int(obj: Any, *path: str) -> int | None:
+    """obj[path...] as int, or None when any step is missing or null (unknown, never 0)."""
+    cur = obj
+    for key in path:
+        if not isinstance(cur, dict) or key not in cur:
+            return None
+        cur = cur[key]
+    if isinstance(cur, bool) or cur is None:
+        return None
+    if isinstance(cur, int):
+        return cur
+    if isinstance(cur, float) and cur.is_integer():
+        return int(cur)
+    return None
+
+
+def get_float(obj: Any, *path: str) -> float | None:
+    cur = obj
+    for key in path:
+        if not isinstance(cur, dict) or key not in cur:
+            return None
+        cur = cur[key]
+    if isinstance(cur, bool) or not isinstance(cur, int | float):
+        return None
+    return float(cur)
+
+
+def loads_lenient(body: bytes) -> Any:
+    """Parse a JSON body after DeepSeek's blank-line keep-alives (leading whitespace)."""
+    return orjson.loads(body.strip())
+
+
+def error_fields(obj: Any) -> tuple[str | None, str | None]:
+    """(type, message) from the common error envelopes.
+
+    OpenAI/DeepSeek/Groq `{"error":{"type","code","message"}}`, Anthropic
+    `{"type":"error","error":{"type","message"}}`, Gemini `{"error":{"code","status","message"}}`,
+    Bedrock `{"message": ...}` (type from the `x-amzn-errortype` header, handled by its dialect).
+    """
+    if not isinstance(obj, dict):
+        return None, None
+    err = obj.get("error")
+    if isinstance(err, dict):
+        etype = err.get("type") or err.get("status") or err.get("code")
+        message = err.get("message")
+        return (str(etype) if etype is not None else None), (
+            str(message) if message is not None else None
+        )
+    if isinstance(err, str):
+        return None, err
+    message = obj.get("message")
+    etype = obj.get("__type") or obj.get("code") or obj.get("type")
+    return (str(etype) if etype is not None else None), (
+        str(message) if message is not None else None
+    )
+
+
+def http_error(body: bytes) -> ResponseInfo:
+    """An HTTP error response: outcome http_error, usage unknown, the provider's type kept."""
+    try:
+        obj = loads_lenient(body) if body.strip() else None
+    except orjson.JSONDecodeError:
+        obj = None
+    etype, message = error_fields(obj)
+    if obj is None and body.strip():
+        message = body.strip()[:200].decode("utf-8", "replace")
+    return ResponseInfo(outcome="http_error", usage=None, error_type=etype, error_message=message)

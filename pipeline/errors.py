@@ -1,0 +1,60 @@
+"""One error hierarchy for the whole pipeline, and the exit code each maps to.
+
+The CLI catches `PipelineError` once, prints `error: <message>` and the hint on stderr, and exits
+with `exit_code`. Anything else escaping is a bug (exit 70), printed without local variables
+because locals can hold API keys.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1  # a query or command failed on valid input (e.g. a SQL error)
+    USAGE = 2  # bad arguments or options
+    INPUT = 3  # an input file is missing, unreadable or of an unknown format
+    DATA = 4  # a table or data file is invalid (e.g. `prices check` found problems)
+    NOT_FOUND = 5  # the thing asked for does not exist (week, conversation, view)
+    NETWORK = 6  # an upstream or listening socket failed
+    BUG = 70
+
+
+class PipelineError(Exception):
+    """Base class: a message for the user, an optional hint, and an exit code."""
+
+    exit_code: ExitCode = ExitCode.FAILURE
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(PipelineError):
+    exit_code = ExitCode.USAGE
+
+
+class InputError(PipelineError):
+    exit_code = ExitCode.INPUT
+
+
+class DataError(PipelineError):
+    exit_code = ExitCode.DATA
+
+
+class QueryError(PipelineError):
+    exit_code = ExitCode.FAILURE
+
+
+class NotFoundError(PipelineError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class NetworkError(PipelineError):
+    exit_code = ExitCode.NETWORK
+
+
+class WarehouseError(PipelineError):
+    exit_code = ExitCode.DATA

@@ -1,0 +1,186 @@
+"""Exchange -> one `requests` row + its ordered prompt segments. The only place that knows the
+table contract (schemas/requests.json); dialects only read their own wire format."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+import xxhash
+
+from pipeline import providers
+from pipeline.dialects import DIALECTS
+from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
+from pipeline.redact import redact_text
+
+_EMPTY_PREFIX = b"\x00" * 16
+
+
+@dataclass(slots=True)
+class Normalised:
+    row: dict[str, Any]
+    segments: list[Segment]
+    contents: list[tuple[str, bytes]]  # (segment_hash, bytes) for the content store
+
+
+class Skip(Exception):
+    """The exchange is not an LLM API call (a page, an image, GET /models)."""
+
+
+class RejectRecord(Exception):
+    """The exchange claims to be an LLM call but cannot be read; the message is the reason."""
+
+
+def hash_segments(
+    request_id: str, raw: list[tuple[str, str | None, bytes]]
+) -> tuple[list[Segment], list[tuple[str, bytes]], str | None]:
+    segments: list[Segment] = []
+    contents: list[tuple[str, bytes]] = []
+    prefix = _EMPTY_PREFIX
+    prefix_hex: str | None = None
+    for position, (kind, role, data) in enumerate(raw):
+        digest = xxhash.xxh3_128_digest(data)
+        prefix = xxhash.xxh3_128_digest(prefix + digest)
+        seg_hex = digest.hex()
+        prefix_hex = prefix.hex()
+        segments.append(Segment(request_id, position, kind, role, seg_hex, prefix_hex, len(data)))
+        contents.append((seg_hex, data))
+    return segments, contents, prefix_hex
+
+
+def _arrival_ms(exchange: Exchange, offset: int | None, stream: bool) -> float | None:
+    """When the body byte at `offset` had arrived, from the capture's chunk timings."""
+    if offset is None:
+        return None
+    if exchange.chunks:
+        ends = list(accumulate(length for _, length in exchange.chunks))
+        i = bisect_left(ends, offset)
+        if i < len(exchange.chunks):
+            return exchange.chunks[i][0]
+        return exchange.chunks[-1][0]
+    # Without chunk timings a non-streamed body is usable when it has fully arrived; a stream's
+    # per-event times are lost (HAR), so they stay unknown.
+    return None if stream else exchange.end_ms
+
+
+def _request_json(exchange: Exchange) -> dict[str, Any]:
+    if not exchange.request_body:
+        return {}
+    try:
+        exchange.request_body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RejectRecord(f"request body is not valid UTF-8 (byte {exc.start})") from exc
+    try:
+        body = orjson.loads(exchange.request_body)
+    except orjson.JSONDecodeError as exc:
+        raise RejectRecord(f"request body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise RejectRecord("request body is not a JSON object")
+    return body
+
+
+def normalise(
+    exchange: Exchange,
+    request_id: str,
+    rules: list[providers.UserRule] | None = None,
+) -> Normalised:
+    parts = urlsplit(exchange.url)
+    host = parts.netloc
+    if exchange.span is not None:
+        from pipeline.otel import normalise_span  # spans carry usage, not HTTP bodies
+
+        result: Normalised = normalise_span(exchange, request_id)
+        return result
+    if exchange.method.upper() != "POST":
+        raise Skip
+    route = providers.route(host, parts.path, rules)
+    if route is None or route.api not in DIALECTS:
+        raise Skip
+    dialect = DIALECTS[route.api]
+    body = _request_json(exchange)
+    try:
+        request: RequestInfo = dialect.parse_request(body, exchange.url)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise RejectRecord(f"{route.api} request not understood: {exc!r}") from exc
+    content_type = next(
+        (v for k, v in exchange.response_headers if k.lower() == "content-type"), ""
+    ).lower()
+    stream = bool(request.stream) or "event-stream" in content_type or "eventstream" in content_type
+    if exchange.status is None:
+        # No response arrived: the capture tool could not reach the upstream or timed out.
+        response = ResponseInfo(
+            outcome="http_error",
+            usage=None,
+            error_type=exchange.capture_outcome,
+            error_message=exchange.capture_error,
+        )
+    else:
+        try:
+            exchange.response_body.decode("utf-8")
+        except UnicodeDecodeError:
+            if "eventstream" not in content_type:
+                raise RejectRecord("response body is not valid UTF-8") from None
+        try:
+            response = dialect.parse_response(
+                exchange.status, exchange.response_body, route.provider, stream
+            )
+        except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise RejectRecord(f"{route.api} response not understood: {exc}") from exc
+        if exchange.capture_outcome == "interrupted" and response.outcome == "ok":
+            # The capture saw the connection cut; a body that looks complete may still lack
+            # its usage chunk, but a usage already received stays reported.
+            response.outcome = "interrupted"
+    segments, contents, last_prefix = hash_segments(
+        request_id, [(s.kind, s.role, s.data) for s in request.segments]
+    )
+    usage = response.usage or Usage()
+    row = {
+        "request_id": request_id,
+        "started_at": exchange.started_at,
+        "provider": route.provider,
+        "api": route.api,
+        "host": host,
+        "path": parts.path,
+        "model": response.model or request.model,
+        "requested_model": request.model,
+        "account": exchange.account,
+        "session_id": exchange.session_id,
+        "agent": exchange.agent,
+        "tags": exchange.tags or None,
+        "stream": stream,
+        "status_code": exchange.status,
+        "outcome": response.outcome,
+        "usage_status": "reported" if response.usage is not None else "missing",
+        "input_tokens": usage.input_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cache_write_1h_tokens": usage.cache_write_1h_tokens,
+        "uncached_input_tokens": usage.uncached_input_tokens,
+        "output_tokens": usage.output_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "reported_cost": usage.reported_cost,
+        "ttfb_ms": exchange.first_byte_ms,
+        "first_reasoning_ms": _arrival_ms(exchange, response.first_reasoning_at, stream),
+        "ttft_ms": _arrival_ms(exchange, response.first_text_at, stream),
+        "duration_ms": exchange.end_ms,
+        "finish_reason": response.finish_reason,
+        "error_type": response.error_type,
+        "error_message": redact_text(response.error_message)[:300]
+        if response.error_message
+        else None,
+        "usage_semantics": usage.semantics or None,
+        "raw_usage": orjson.dumps(usage.raw).decode() if usage.raw is not None else None,
+        "segment_count": len(segments),
+        "prompt_bytes": sum(s.bytes for s in segments),
+        "last_prefix_hash": last_prefix,
+        "cache_breakpoints": request.cache_breakpoints or None,
+        "request_bytes": len(exchange.request_body),
+        "response_bytes": len(exchange.response_body),
+        "source": exchange.source,
+        "source_index": exchange.index,
+    }
+    return Normalised(row, segments, contents)

@@ -1,0 +1,82 @@
+"""Writing query results: a readable table for terminals, CSV, JSON or Parquet for programs.
+Data goes to stdout (or --out); diagnostics never do."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+import duckdb
+import orjson
+
+from pipeline.errors import UsageError
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def write_table(
+    columns: list[str], rows: list[tuple[Any, ...]], out: TextIO, max_width: int = 48
+) -> None:
+    cells = [[_cell(v)[:max_width] for v in row] for row in rows]
+    widths = [len(c) for c in columns]
+    for row in cells:
+        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+    out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for row in cells:
+        out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, date | datetime):
+        return value.isoformat()
+    raise TypeError
+
+
+def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
+    """Write a relation in `fmt`; returns the number of rows written."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        if out_path is None:
+            raise UsageError("--format parquet needs --out FILE")
+        rel.write_parquet(str(out_path))
+        return int(rel.aggregate("count(*)").fetchall()[0][0])
+    columns = list(rel.columns)
+    rows = rel.fetchall()
+    handle: TextIO = out_path.open("w", encoding="utf-8", newline="") if out_path else sys.stdout
+    try:
+        if fmt == "table":
+            write_table(columns, rows, handle)
+        elif fmt == "csv":
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(columns)
+            writer.writerows(["" if v is None else v for v in row] for row in rows)
+        else:
+            records = [dict(zip(columns, row, strict=True)) for row in rows]
+            handle.write(
+                orjson.dumps(
+                    records, default=_json_default, option=orjson.OPT_NON_STR_KEYS
+                ).decode()
+                + "\n"
+            )
+    finally:
+        if out_path:
+            handle.close()
+    return len(rows)

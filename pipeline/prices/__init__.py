@@ -1,0 +1,1 @@
+"""Dated price tables and their loader (issue 5)."""

@@ -1,0 +1,94 @@
+"""Input files: detect the format from content, open compressed files, and yield records.
+
+Formats: capture_jsonl (ours), har (HAR 1.2), otlp_json (OTLP/JSON trace export, one JSON
+document per line as the file exporter writes). Each reader yields `Exchange` or `Reject`;
+redaction has already happened inside the readers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import zstandard
+
+from pipeline.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+FORMATS = ("capture_jsonl", "har", "otlp_json")
+
+
+def compression_of(path: Path) -> str | None:
+    with path.open("rb") as fh:
+        head = fh.read(4)
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    return None
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """The file's decompressed bytes as a stream (bounded memory for any size)."""
+    kind = compression_of(path)
+    if kind == "gzip":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if kind == "zstd":
+        raw = path.open("rb")
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+        return io.BufferedReader(reader)
+    return path.open("rb")
+
+
+def detect_format(path: Path) -> str:
+    """capture_jsonl, har or otlp_json, from the first bytes of content (not the extension)."""
+    if not path.exists():
+        raise InputError(f"{path} does not exist")
+    if path.is_dir():
+        raise InputError(f"{path} is a directory", hint="pass the files, or a glob")
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(65536)
+    except (OSError, zstandard.ZstdError) as exc:
+        raise InputError(f"{path} cannot be read: {exc}") from exc
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text:
+        return "capture_jsonl"  # an empty capture is valid: zero records
+    if not text.startswith(b"{"):
+        raise InputError(
+            f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
+            hint="expected JSON (optionally gzip/zstd compressed)",
+        )
+    first_line = text.split(b"\n", 1)[0]
+    if b'"resourceSpans"' in first_line[:4096]:
+        return "otlp_json"
+    if b'"schema_version"' in first_line or b'"request"' in first_line:
+        return "capture_jsonl"
+    if b'"log"' in text[:4096]:
+        return "har"
+    raise InputError(
+        f"{path}: format not recognised",
+        hint='capture JSONL lines have schema_version; HAR starts with {"log": ...}',
+    )
+
+
+def iter_source(path: Path, fmt: str) -> Iterator[object]:
+    """Every record of a file, in order: Exchange or Reject."""
+    if fmt == "capture_jsonl":
+        from pipeline.sources.capture import iter_capture
+
+        return iter_capture(path)
+    if fmt == "har":
+        from pipeline.sources.har import iter_har
+
+        return iter_har(path)
+    if fmt == "otlp_json":
+        from pipeline.sources.otlp import iter_otlp  # type: ignore[import-not-found,unused-ignore]
+
+        result: Iterator[object] = iter_otlp(path)
+        return result
+    raise InputError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")

@@ -1,0 +1,118 @@
+"""The warehouse: a directory of Parquet tables, partitioned by UTC day, written atomically.
+
+Layout:
+    <root>/requests/day=YYYY-MM-DD/<source key>-<part>.parquet
+    <root>/segments/day=YYYY-MM-DD/<source key>-<part>.parquet
+    <root>/segment_content/<source key>-<part>.parquet
+    <root>/rejects/<source key>-<part>.parquet
+    <root>/sources/<source key>.parquet          (the manifest: written last)
+
+Every file is written under a temporary name and renamed into place, so readers never see a
+half-written file. A source counts as ingested only once its manifest file exists; a crash before
+that leaves parts that the next ingest of the same source removes first. The source key is the
+first 16 hex chars of the file's content hash, which makes re-ingest and --force simple.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline import schema
+from pipeline.errors import WarehouseError
+
+TABLES = ("requests", "segments", "segment_content", "rejects", "sources")
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("CACHEAUDIT_WAREHOUSE", "warehouse"))
+
+
+def source_key(source_hash: str) -> str:
+    return source_hash[:16]
+
+
+class Warehouse:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def ensure(self) -> None:
+        try:
+            for table in TABLES:
+                (self.root / table).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WarehouseError(f"cannot create warehouse at {self.root}: {exc}") from exc
+
+    def exists(self) -> bool:
+        return (self.root / "sources").is_dir()
+
+    def files(self, table: str) -> list[Path]:
+        base = self.root / table
+        if not base.is_dir():
+            return []
+        return sorted(base.rglob("*.parquet"))
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _write_atomic(self, table: pa.Table, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        pq.write_table(table, tmp, compression="zstd")
+        tmp.replace(path)
+
+    def write_rows(self, name: str, columns: dict[str, list[Any]], key: str, part: str) -> int:
+        """Write column lists as Parquet part files, split by day when the table is partitioned."""
+        spec = schema.load(name)
+        if not columns or not next(iter(columns.values()), []):
+            return 0
+        arrow_schema = spec.arrow(with_partition=True)
+        table = pa.Table.from_pydict(
+            {f.name: columns.get(f.name) for f in arrow_schema}, schema=arrow_schema
+        )
+        if spec.partition_by is None:
+            self._write_atomic(table, self.root / name / f"{key}-{part}.parquet")
+            return int(table.num_rows)
+        day_col = spec.partition_by
+        days = sorted(set(columns[day_col]))
+        for day in days:
+            assert isinstance(day, date)
+            mask = pc.equal(table[day_col], pa.scalar(day, pa.date32()))
+            sub = table.filter(mask).drop_columns([day_col])
+            out = self.root / name / f"{day_col}={day.isoformat()}" / f"{key}-{part}.parquet"
+            self._write_atomic(sub, out)
+        return int(table.num_rows)
+
+    def write_manifest(self, row: dict[str, Any]) -> None:
+        spec = schema.load("sources")
+        table = pa.Table.from_pylist([row], schema=spec.arrow())
+        self._write_atomic(
+            table, self.root / "sources" / f"{source_key(row['source_hash'])}.parquet"
+        )
+
+    # --- manifest ------------------------------------------------------------------------
+
+    def manifest_entry(self, source_hash: str) -> dict[str, Any] | None:
+        path = self.root / "sources" / f"{source_key(source_hash)}.parquet"
+        if not path.exists():
+            return None
+        rows = pq.read_table(path).to_pylist()
+        return rows[0] if rows else None
+
+    def remove_source(self, source_hash: str) -> int:
+        """Delete every part a source wrote (used by --force and after a crashed ingest)."""
+        key = source_key(source_hash)
+        removed = 0
+        for table in TABLES:
+            base = self.root / table
+            if not base.is_dir():
+                continue
+            for path in base.rglob(f"{key}*.parquet"):
+                path.unlink()
+                removed += 1
+        return removed

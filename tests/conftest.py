@@ -1,0 +1,49 @@
+"""Shared fixtures: the reference samples, a temp warehouse, and a CLI runner.
+
+Tests run with TZ=UTC so nothing depends on the machine's clock zone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ["TZ"] = "UTC"
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT.parent / "shared" / "reference" / "samples"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture
+def samples() -> Path:
+    if not SAMPLES.is_dir():
+        pytest.fail(f"reference samples not found at {SAMPLES}")
+    return SAMPLES
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed `cacheaudit` entry point as a user would, capturing stdout/stderr."""
+    full_env = {**os.environ, "TZ": "UTC", **(env or {})}
+    full_env.pop("CACHEAUDIT_WAREHOUSE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        check=False,
+    )
+
+
+@pytest.fixture
+def cli():  # type: ignore[no-untyped-def]
+    return run_cli
