@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WAREHOUSE ?= warehouse
 
-.PHONY: demo test lint typecheck unit bench clean help
+.PHONY: demo test lint typecheck unit bench docs clean help
 
 help:
 	@echo "make demo   - install, generate demo traffic, ingest it, print headline numbers and the report path"
@@ -44,3 +44,6 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(WAREHOUSE) demo reports/out .pytest_cache .mypy_cache .ruff_cache
+
+docs: $(STAMP)
+	$(BIN)/python -m pipeline.docs

@@ -6,21 +6,32 @@ WITH source AS (
     SELECT * FROM requests
 ),
 
+both_known AS (
+    SELECT * FROM source
+    WHERE input_tokens IS NOT NULL AND cache_read_tokens IS NOT NULL
+),
+
+ratio AS (
+    SELECT
+        sum(cache_read_tokens)::BIGINT AS read_tokens,
+        sum(input_tokens)::BIGINT      AS input_tokens
+    FROM both_known
+),
+
 final AS (
     SELECT
-        count(*)                                                        AS requests,
-        count(*) FILTER (WHERE usage_status = 'missing')                AS requests_usage_unknown,
-        sum(input_tokens)                                               AS input_tokens,
-        sum(cache_read_tokens) FILTER (WHERE input_tokens IS NOT NULL)  AS cache_read_tokens,
-        sum(input_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL)  AS input_tokens_with_read_known,
-        sum(cache_read_tokens) FILTER (WHERE input_tokens IS NOT NULL)::DOUBLE
-            / nullif(sum(input_tokens) FILTER (WHERE cache_read_tokens IS NOT NULL), 0)
-                                                                        AS hit_ratio,
+        count(*)                                                AS requests,
+        count(*) FILTER (WHERE usage_status = 'missing')        AS requests_usage_unknown,
+        sum(input_tokens)::BIGINT                               AS input_tokens,
+        (SELECT read_tokens FROM ratio)                         AS cache_read_tokens,
+        (SELECT input_tokens FROM ratio)                        AS input_tokens_with_read_known,
+        (SELECT read_tokens::DOUBLE / nullif(input_tokens, 0) FROM ratio)
+                                                                AS hit_ratio,
         count(*) FILTER (WHERE input_tokens IS NULL OR cache_read_tokens IS NULL)
-                                                                        AS requests_excluded_from_ratio,
-        sum(output_tokens)                                              AS output_tokens,
-        min(started_at)                                                 AS first_request_at,
-        max(started_at)                                                 AS last_request_at
+                                                                AS requests_excluded_from_ratio,
+        sum(output_tokens)::BIGINT                              AS output_tokens,
+        min(started_at)                                         AS first_request_at,
+        max(started_at)                                         AS last_request_at
     FROM source
 )
 

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.redact import (
+    REDACTED,
+    account_of,
+    fingerprint,
+    redact_headers,
+    redact_text,
+    redact_url,
+)
+
+
+def test_every_secret_header_is_replaced_whatever_its_case() -> None:
+    headers = [
+        ("Authorization", "Bearer sk-live-123"),
+        ("X-API-Key", "k1"),
+        ("api-key", "k2"),
+        ("x-goog-api-key", "k3"),
+        ("Cookie", "session=abc"),
+        ("set-cookie", "a=b"),
+        ("Proxy-Authorization", "Basic xyz"),
+        ("content-type", "application/json"),
+    ]
+    out = dict(redact_headers(headers))
+    assert out["content-type"] == "application/json"
+    for name, _ in headers[:-1]:
+        assert out[name] == REDACTED
+
+
+def test_a_key_query_parameter_is_redacted_and_other_parameters_kept() -> None:
+    url = "https://generativelanguage.googleapis.com/v1beta/models/g:generateContent?alt=sse&key=AIzaSECRET"
+    out = redact_url(url)
+    assert "AIzaSECRET" not in out
+    assert "alt=sse" in out
+    assert out.startswith(
+        "https://generativelanguage.googleapis.com/v1beta/models/g:generateContent?"
+    )
+
+
+def test_a_url_without_secrets_is_returned_unchanged() -> None:
+    url = "https://api.openai.com/v1/chat/completions?x=1"
+    assert redact_url(url) == url
+
+
+def test_the_account_is_a_fingerprint_of_the_bearer_key_not_the_key() -> None:
+    acct = account_of([("authorization", "Bearer sk-abc")], "https://x")
+    assert acct == fingerprint("sk-abc")
+    assert acct is not None and acct.startswith("acct_") and len(acct) == 17
+    assert "sk-abc" not in acct
+
+
+def test_the_same_key_in_different_headers_gives_the_same_account() -> None:
+    a = account_of([("x-api-key", "secret-1")], "https://api.anthropic.com/v1/messages")
+    b = account_of([("Authorization", "Bearer secret-1")], "https://api.openai.com/")
+    c = account_of([], "https://g/v1:generateContent?key=secret-1")
+    assert a == b == c
+
+
+def test_no_key_means_no_account() -> None:
+    assert account_of([("content-type", "application/json")], "https://x/y") is None
+
+
+def test_key_shaped_strings_in_free_text_are_masked() -> None:
+    text = "Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwx. Bearer abcdefgh12345"
+    out = redact_text(text)
+    assert "sk-proj-abcdefghijklmnopqrstuvwx" not in out
+    assert "abcdefgh12345" not in out
+
+
+@given(
+    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=8, max_size=40)
+)
+def test_a_secret_header_value_never_survives_redaction(secret: str) -> None:
+    headers = [("authorization", f"Bearer {secret}"), ("x-api-key", secret)]
+    flat = repr(redact_headers(headers))
+    assert secret not in flat or secret in REDACTED
