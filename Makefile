@@ -46,4 +46,5 @@ clean:
 	rm -rf $(WAREHOUSE) demo reports/out .pytest_cache .mypy_cache .ruff_cache
 
 docs: $(STAMP)
+	$(BIN)/python -m pipeline.dialects.mapping > docs/dialects.md
 	$(BIN)/python -m pipeline.docs

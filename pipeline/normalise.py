@@ -14,6 +14,7 @@ import xxhash
 
 from pipeline import providers
 from pipeline.dialects import DIALECTS
+from pipeline.dialects.common import header
 from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
 from pipeline.redact import redact_text
 
@@ -88,16 +89,26 @@ def normalise(
     request_id: str,
     rules: list[providers.UserRule] | None = None,
 ) -> Normalised:
-    parts = urlsplit(exchange.url)
-    host = parts.netloc
+    """One row + segments for an exchange; raises Skip or RejectRecord, never anything else."""
+    try:
+        return _normalise(exchange, request_id, rules)
+    except (Skip, RejectRecord):
+        raise
+    except Exception as exc:  # a dialect bug must cost one record, not the whole batch
+        raise RejectRecord(f"could not normalise: {exc!r}"[:300]) from exc
+
+
+def _normalise(
+    exchange: Exchange, request_id: str, rules: list[providers.UserRule] | None
+) -> Normalised:
     if exchange.span is not None:
         from pipeline.otel import normalise_span  # spans carry usage, not HTTP bodies
 
-        result: Normalised = normalise_span(exchange, request_id)
-        return result
+        return normalise_span(exchange, request_id)
+    parts = urlsplit(exchange.url)
     if exchange.method.upper() != "POST":
         raise Skip
-    route = providers.route(host, parts.path, rules)
+    route = providers.route(parts.netloc, parts.path, rules)
     if route is None or route.api not in DIALECTS:
         raise Skip
     dialect = DIALECTS[route.api]
@@ -106,9 +117,7 @@ def normalise(
         request: RequestInfo = dialect.parse_request(body, exchange.url)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise RejectRecord(f"{route.api} request not understood: {exc!r}") from exc
-    content_type = next(
-        (v for k, v in exchange.response_headers if k.lower() == "content-type"), ""
-    ).lower()
+    content_type = (header(exchange.response_headers, "content-type") or "").lower()
     stream = bool(request.stream) or "event-stream" in content_type or "eventstream" in content_type
     if exchange.status is None:
         # No response arrived: the capture tool could not reach the upstream or timed out.
@@ -119,14 +128,19 @@ def normalise(
             error_message=exchange.capture_error,
         )
     else:
-        try:
-            exchange.response_body.decode("utf-8")
-        except UnicodeDecodeError:
-            if "eventstream" not in content_type:
+        binary_ok = route.api == "converse" or "eventstream" in content_type
+        if not binary_ok:
+            try:
+                exchange.response_body.decode("utf-8")
+            except UnicodeDecodeError:
                 raise RejectRecord("response body is not valid UTF-8") from None
         try:
             response = dialect.parse_response(
-                exchange.status, exchange.response_body, route.provider, stream
+                exchange.status,
+                exchange.response_body,
+                route.provider,
+                stream,
+                exchange.response_headers,
             )
         except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RejectRecord(f"{route.api} response not understood: {exc}") from exc
@@ -134,16 +148,40 @@ def normalise(
             # The capture saw the connection cut; a body that looks complete may still lack
             # its usage chunk, but a usage already received stays reported.
             response.outcome = "interrupted"
+    return build(exchange, request_id, route.provider, route.api, request, response, stream)
+
+
+def build(
+    exchange: Exchange,
+    request_id: str,
+    provider: str,
+    api: str,
+    request: RequestInfo,
+    response: ResponseInfo,
+    stream: bool,
+    timing: tuple[float | None, float | None] | None = None,
+) -> Normalised:
+    """The `requests` row (schemas/requests.json) from parsed request and response.
+
+    `timing` overrides (first_reasoning_ms, ttft_ms) when the source measured them directly
+    (OTel spans); otherwise they come from body offsets and the capture's chunk timings.
+    """
+    parts = urlsplit(exchange.url)
     segments, contents, last_prefix = hash_segments(
         request_id, [(s.kind, s.role, s.data) for s in request.segments]
     )
     usage = response.usage or Usage()
+    if timing is None:
+        timing = (
+            _arrival_ms(exchange, response.first_reasoning_at, stream),
+            _arrival_ms(exchange, response.first_text_at, stream),
+        )
     row = {
         "request_id": request_id,
         "started_at": exchange.started_at,
-        "provider": route.provider,
-        "api": route.api,
-        "host": host,
+        "provider": provider,
+        "api": api,
+        "host": parts.netloc,
         "path": parts.path,
         "model": response.model or request.model,
         "requested_model": request.model,
@@ -164,8 +202,8 @@ def normalise(
         "reasoning_tokens": usage.reasoning_tokens,
         "reported_cost": usage.reported_cost,
         "ttfb_ms": exchange.first_byte_ms,
-        "first_reasoning_ms": _arrival_ms(exchange, response.first_reasoning_at, stream),
-        "ttft_ms": _arrival_ms(exchange, response.first_text_at, stream),
+        "first_reasoning_ms": timing[0],
+        "ttft_ms": timing[1],
         "duration_ms": exchange.end_ms,
         "finish_reason": response.finish_reason,
         "error_type": response.error_type,
@@ -178,6 +216,7 @@ def normalise(
         "prompt_bytes": sum(s.bytes for s in segments),
         "last_prefix_hash": last_prefix,
         "cache_breakpoints": request.cache_breakpoints or None,
+        "cache_ttls": request.cache_ttls or None,
         "request_bytes": len(exchange.request_body),
         "response_bytes": len(exchange.response_body),
         "source": exchange.source,

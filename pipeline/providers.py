@@ -65,6 +65,10 @@ def api_from_path(path: str) -> str | None:
         return "messages"
     if p.endswith((":generateContent", ":streamGenerateContent")):
         return "generate_content"
+    if p.endswith("/interactions"):
+        return "interactions"
+    if "/publishers/anthropic/" in p and p.endswith((":rawPredict", ":streamRawPredict")):
+        return "messages"  # Claude on Vertex AI speaks the Messages body
     if p.endswith(("/converse", "/converse-stream")):
         return "converse"
     return None

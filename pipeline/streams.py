@@ -8,88 +8,171 @@ Server-sent events (WHATWG rules, plus what real providers send):
 - `data:` may or may not be followed by one space (`data:{...}` seen on re-hosted DeepSeek);
 - lines starting with `:` are comments (`: keep-alive`, `: OPENROUTER PROCESSING`);
 - a final event without its blank line is still delivered (some fixtures lack the last newline).
+
+This runs once per streamed response on the ingest hot path, so lines are cut with
+`bytes.find` rather than a regex, and `data` stays bytes (orjson parses bytes directly).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-_LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n|$)")
+import orjson
+
+_FIELD_PREFIXES = (b"data:", b"event:", b":", b"id:", b"retry:")
 
 
 @dataclass(slots=True)
 class SseEvent:
     event: str | None  # value of the `event:` field, None when absent
-    data: str  # `data:` lines joined with "\n"
+    data: bytes  # `data:` lines joined with b"\n"
     end: int  # byte offset just past the event's last line
+
+
+def _lines(body: bytes) -> Iterator[tuple[bytes, int, bool]]:
+    """(line without its terminator, offset after the terminator, had a terminator)."""
+    pos = 0
+    size = len(body)
+    while pos < size:
+        nl = body.find(b"\n", pos)
+        if nl < 0:
+            line, nxt, terminated = body[pos:], size, False
+        else:
+            line, nxt, terminated = body[pos:nl], nl + 1, True
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if b"\r" in line:
+            # Bare CR line endings (allowed by the SSE spec, rare in practice).
+            parts = line.split(b"\r")
+            offset = pos
+            for part in parts[:-1]:
+                offset += len(part) + 1
+                yield part, offset, True
+            line = parts[-1]
+        yield line, nxt, terminated
+        pos = nxt
 
 
 def iter_sse(body: bytes) -> Iterator[SseEvent]:
     event: str | None = None
-    data: list[str] = []
+    data: list[bytes] = []
     has_field = False
-    pos = 0
-    size = len(body)
-    while pos < size:
-        match = _LINE.match(body, pos)
-        assert match is not None  # the pattern matches the empty string
-        line, newline = match.group(1), match.group(2)
-        pos = match.end()
+    for line, end, _ in _lines(body):
         if not line:
             if has_field:
-                yield SseEvent(event, "\n".join(data), pos)
+                yield SseEvent(event, b"\n".join(data), end)
             event, data, has_field = None, [], False
-            if not newline:
-                break
             continue
-        if line.startswith(b":"):
+        if line[0] == 0x3A:  # ":" comment / keep-alive
             continue
-        name, sep, value = line.partition(b":")
-        if sep and value.startswith(b" "):
-            value = value[1:]
-        text = value.decode("utf-8", "replace")
+        colon = line.find(b":")
+        if colon < 0:
+            name, value = line, b""
+        else:
+            name, value = line[:colon], line[colon + 1 :]
+            if value[:1] == b" ":
+                value = value[1:]
         if name == b"data":
-            data.append(text)
+            data.append(value)
             has_field = True
         elif name == b"event":
-            event = text.strip()
+            event = value.strip().decode("utf-8", "replace")
             has_field = True
         # id:, retry: and unknown fields carry nothing we need.
-        if not newline:
-            break
     if has_field:
-        yield SseEvent(event, "\n".join(data), size)
+        yield SseEvent(event, b"\n".join(data), len(body))
 
 
 def looks_like_sse(body: bytes) -> bool:
-    head = body.lstrip()[:64]
-    return head.startswith((b"data:", b"event:", b":", b"id:", b"retry:"))
+    """True when the first non-comment line is an SSE field. Comment lines alone do not make a
+    body SSE: DeepSeek may send `: keep-alive` lines before a plain JSON body."""
+    pos = 0
+    size = len(body)
+    while pos < size:
+        while pos < size and body[pos] in b" \t\r\n":
+            pos += 1
+        if body[pos : pos + 1] != b":":
+            break
+        nl = body.find(b"\n", pos)
+        pos = size if nl < 0 else nl + 1
+    return body[pos : pos + 8].startswith(_FIELD_PREFIXES[:2] + _FIELD_PREFIXES[3:])
+
+
+def iter_sse_json(body: bytes) -> Iterator[tuple[str | None, object, int]]:
+    """(event name, decoded JSON data, end offset) for every SSE event whose data is JSON.
+
+    `[DONE]`, empty data and data that is not JSON are yielded with the raw bytes as value
+    so callers can tell a sentinel from a malformed event.
+    """
+    for ev in iter_sse(body):
+        data = ev.data.strip()
+        if not data or data[:1] not in (b"{", b"["):
+            yield ev.event, data, ev.end
+            continue
+        try:
+            yield ev.event, orjson.loads(data), ev.end
+        except orjson.JSONDecodeError:
+            yield ev.event, data, ev.end
 
 
 def iter_json_array(body: bytes) -> Iterator[tuple[object, int]]:
     """Elements of a streamed JSON array (Gemini without `alt=sse`) with their end offsets.
 
-    Tolerates a truncated tail: elements decoded before the cut are still yielded.
-    Offsets are character offsets, equal to byte offsets for the ASCII framing that matters.
+    Tolerates a truncated tail: elements decoded before the cut are still yielded. Elements are
+    found by scanning for the matching close brace (strings and escapes respected), then each is
+    decoded with orjson; offsets are byte offsets.
     """
-    text = body.decode("utf-8", "replace")
-    decoder = json.JSONDecoder()
-    pos = text.find("[")
+    pos = body.find(b"[")
     if pos < 0:
         return
     pos += 1
-    size = len(text)
+    size = len(body)
     while pos < size:
-        while pos < size and text[pos] in " \t\r\n,":
+        while pos < size and body[pos] in b" \t\r\n,":
             pos += 1
-        if pos >= size or text[pos] == "]":
+        if pos >= size or body[pos] == 0x5D:  # "]"
+            return
+        end = _value_end(body, pos)
+        if end is None:
             return
         try:
-            value, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
+            yield orjson.loads(body[pos:end]), end
+        except orjson.JSONDecodeError:
             return
-        yield value, len(text[:end].encode("utf-8"))
         pos = end
+
+
+def _value_end(body: bytes, start: int) -> int | None:
+    """Offset just past the JSON object/array starting at `start`, None when truncated."""
+    opener = body[start]
+    if opener not in (0x7B, 0x5B):  # only objects/arrays appear as stream elements
+        return None
+    depth = 0
+    i = start
+    size = len(body)
+    while i < size:
+        c = body[i]
+        if c == 0x22:  # string: jump to its closing quote
+            i += 1
+            while True:
+                q = body.find(b'"', i)
+                if q < 0:
+                    return None
+                backslashes = 0
+                j = q - 1
+                while j >= i and body[j] == 0x5C:
+                    backslashes += 1
+                    j -= 1
+                i = q + 1
+                if backslashes % 2 == 0:
+                    break
+            continue
+        if c in (0x7B, 0x5B):
+            depth += 1
+        elif c in (0x7D, 0x5D):
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None

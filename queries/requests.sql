@@ -14,7 +14,7 @@ final AS (
         uncached_input_tokens, output_tokens, reasoning_tokens, reported_cost,
         ttfb_ms, first_reasoning_ms, ttft_ms, duration_ms, finish_reason, error_type,
         error_message, usage_semantics, raw_usage, segment_count, prompt_bytes,
-        last_prefix_hash, cache_breakpoints, request_bytes, response_bytes, source, source_index
+        last_prefix_hash, cache_breakpoints, cache_ttls, request_bytes, response_bytes, source, source_index
     FROM source
 )
 

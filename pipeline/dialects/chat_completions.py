@@ -30,17 +30,55 @@ from typing import Any
 import orjson
 
 from pipeline.dialects.common import (
+    as_str,
     error_fields,
-    get_float,
-    get_int,
     http_error,
     loads_lenient,
     segment,
 )
+from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
 from pipeline.streams import iter_sse, looks_like_sse
 
 API = "chat_completions"
+
+USAGE_MAP = DialectMap(
+    api=API,
+    title="OpenAI Chat Completions and compatible servers (DeepSeek, vLLM, SGLang, OpenRouter, "
+    "Zhipu, DashScope, Groq, Moonshot)",
+    usage_at="`usage` of the body; streamed: the LAST non-null `usage` of any chunk "
+    "(OpenAI: a `choices: []` chunk; DeepSeek/Zhipu: the finish chunk)",
+    semantics="openai_inclusive",
+    columns={
+        "input_tokens": first(src("prompt_tokens"), note="Includes cached tokens."),
+        "cache_read_tokens": first(
+            src("prompt_cache_hit_tokens"),
+            src("prompt_tokens_details.cached_tokens"),
+            src("cached_tokens"),
+            note="DeepSeek's hit field first (usage_semantics = deepseek_hit_miss); Moonshot's "
+            "top-level field last (unconfirmed which one it sends, so both are accepted). "
+            "vLLM/SGLang omit it unless enabled: absent is unknown, not 0",
+        ),
+        "cache_write_tokens": first(
+            src("prompt_tokens_details.cache_write_tokens"),
+            src("prompt_tokens_details.cache_creation_input_tokens"),
+            src("cache_creation_input_tokens"),
+            note="OpenAI 2026 / OpenRouter, then DashScope (nested per the rulebook; top-level "
+            "accepted too, unconfirmed). DeepSeek never reports writes",
+        ),
+        "cache_write_1h_tokens": never("No TTL split in this dialect"),
+        "output_tokens": first(src("completion_tokens"), note="Includes reasoning."),
+        "reasoning_tokens": first(src("completion_tokens_details.reasoning_tokens")),
+        "reported_cost": first(src("cost"), note="OpenRouter only", real=True),
+    },
+    notes=(
+        "DeepSeek: prompt_tokens = prompt_cache_hit_tokens + prompt_cache_miss_tokens, so "
+        "uncached_input_tokens equals prompt_cache_miss_tokens.",
+        "An `error` object inside an HTTP-200 body or chunk (OpenRouter) or an `event: error` "
+        "(Groq) makes the outcome stream_error; usage sent alongside is kept.",
+        "A stream with neither `[DONE]`, a finish_reason nor usage is `interrupted`, usage NULL.",
+    ),
+)
 
 
 def parse_request(body: Any, url: str = "") -> RequestInfo:
@@ -53,39 +91,20 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
     for message in body.get("messages") or []:
         role = message.get("role") if isinstance(message, dict) else None
         kind = "system" if role in ("system", "developer") else "message"
-        segments.append(segment(kind, role if isinstance(role, str) else None, message))
-    model = body.get("model")
+        segments.append(segment(kind, as_str(role), message))
     stream = body.get("stream")
     return RequestInfo(
-        model=model if isinstance(model, str) else None,
+        model=as_str(body.get("model")),
         stream=bool(stream) if stream is not None else False,
         segments=segments,
     )
 
 
-def normalise_usage(raw: Any, provider: str) -> Usage | None:
+def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
     if not isinstance(raw, dict):
         return None
-    cache_read = get_int(raw, "prompt_cache_hit_tokens")
-    semantics = "deepseek_hit_miss" if cache_read is not None else "openai_inclusive"
-    if cache_read is None:
-        cache_read = get_int(raw, "prompt_tokens_details", "cached_tokens")
-    if cache_read is None:
-        cache_read = get_int(raw, "cached_tokens")
-    cache_write = get_int(raw, "prompt_tokens_details", "cache_write_tokens")
-    if cache_write is None:
-        cache_write = get_int(raw, "prompt_tokens_details", "cache_creation_input_tokens")
-    return Usage(
-        input_tokens=get_int(raw, "prompt_tokens"),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
-        cache_write_1h_tokens=None,
-        output_tokens=get_int(raw, "completion_tokens"),
-        reasoning_tokens=get_int(raw, "completion_tokens_details", "reasoning_tokens"),
-        reported_cost=get_float(raw, "cost"),
-        semantics=semantics,
-        raw=raw,
-    )
+    hit_miss = "prompt_cache_hit_tokens" in raw
+    return read_usage(raw, USAGE_MAP, "deepseek_hit_miss" if hit_miss else None)
 
 
 def _message_text(choice: dict[str, Any]) -> tuple[bool, bool]:
@@ -94,11 +113,17 @@ def _message_text(choice: dict[str, Any]) -> tuple[bool, bool]:
         return False, False
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     content = message.get("content")
-    has_tool = bool(message.get("tool_calls"))
+    has_tool = bool(message.get("tool_calls")) or bool(message.get("function_call"))
     return bool(reasoning), bool(content) or has_tool
 
 
-def parse_response(status: int, body: bytes, provider: str, stream: bool) -> ResponseInfo:
+def parse_response(
+    status: int,
+    body: bytes,
+    provider: str,
+    stream: bool,
+    headers: list[tuple[str, str]] | None = None,
+) -> ResponseInfo:
     if status >= 400:
         return http_error(body)
     if stream or looks_like_sse(body):
@@ -108,17 +133,21 @@ def parse_response(status: int, body: bytes, provider: str, stream: bool) -> Res
         raise ValueError("response body is not a JSON object")
     if "error" in obj and "choices" not in obj:
         etype, message = error_fields(obj)
-        return ResponseInfo("stream_error", None, error_type=etype, error_message=message)
+        return ResponseInfo(
+            "stream_error",
+            normalise_usage(obj.get("usage"), provider),
+            error_type=etype,
+            error_message=message,
+        )
     choices = obj.get("choices") or []
-    first = choices[0] if choices and isinstance(choices[0], dict) else {}
-    has_reasoning, has_text = _message_text(first)
+    head = choices[0] if choices and isinstance(choices[0], dict) else {}
+    has_reasoning, has_text = _message_text(head)
     end = len(body)
-    model = obj.get("model")
     return ResponseInfo(
         outcome="ok",
         usage=normalise_usage(obj.get("usage"), provider),
-        model=model if isinstance(model, str) else None,
-        finish_reason=first.get("finish_reason"),
+        model=as_str(obj.get("model")),
+        finish_reason=as_str(head.get("finish_reason")),
         first_reasoning_at=end if has_reasoning else None,
         first_text_at=end if has_text else None,
     )
@@ -133,9 +162,10 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
     first_text: int | None = None
     error_type: str | None = None
     error_message: str | None = None
+    errored = False
     for event in iter_sse(body):
         data = event.data.strip()
-        if data == "[DONE]":
+        if data == b"[DONE]":
             done = True
             continue
         if not data:
@@ -144,18 +174,20 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
             if event.event == "error":
-                error_type, error_message = "error", data[:200]
+                errored = True
+                error_type, error_message = "error", data[:200].decode("utf-8", "replace")
             continue
         if not isinstance(chunk, dict):
             continue
-        if event.event == "error" or "error" in chunk:
+        if event.event == "error" or chunk.get("error") is not None:
+            errored = True
             error_type, error_message = error_fields(chunk)
             error_type = error_type or "error"
         if chunk.get("usage") is not None:
             usage_raw = chunk["usage"]
         if isinstance(chunk.get("model"), str):
             model = chunk["model"]
-        for choice in chunk.get("choices") or []:
+        for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict):
                 continue
             reasoning, text = _message_text(choice)
@@ -164,9 +196,9 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
             if text and first_text is None:
                 first_text = event.end
             if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
+                finish = as_str(choice["finish_reason"])
     usage = normalise_usage(usage_raw, provider)
-    if error_type is not None or error_message is not None:
+    if errored:
         outcome = "stream_error"
     elif usage is None and not done and finish is None:
         outcome = "interrupted"

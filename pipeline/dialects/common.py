@@ -46,8 +46,20 @@ def get_float(obj: Any, *path: str) -> float | None:
 
 
 def loads_lenient(body: bytes) -> Any:
-    """Parse a JSON body after DeepSeek's blank-line keep-alives (leading whitespace)."""
-    return orjson.loads(body.strip())
+    """Parse a JSON body after DeepSeek's blank-line keep-alives (leading whitespace).
+
+    Under load DeepSeek may also send SSE-style `: keep-alive` comment lines before a
+    non-streamed body; those lines are dropped too.
+    """
+    body = body.strip()
+    while body.startswith(b":"):
+        nl = body.find(b"\n")
+        body = body[nl + 1 :].lstrip() if nl >= 0 else b""
+    return orjson.loads(body)
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def error_fields(obj: Any) -> tuple[str | None, str | None]:
@@ -75,13 +87,25 @@ def error_fields(obj: Any) -> tuple[str | None, str | None]:
     )
 
 
-def http_error(body: bytes) -> ResponseInfo:
-    """An HTTP error response: outcome http_error, usage unknown, the provider's type kept."""
+def header(headers: list[tuple[str, str]] | None, name: str) -> str | None:
+    """The first value of a header, case-insensitively."""
+    for key, value in headers or ():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def http_error(body: bytes, etype_hint: str | None = None) -> ResponseInfo:
+    """An HTTP error response: outcome http_error, usage unknown, the provider's type kept.
+
+    `etype_hint` is used when the body names no type (Bedrock puts it in `x-amzn-errortype`).
+    """
     try:
         obj = loads_lenient(body) if body.strip() else None
     except orjson.JSONDecodeError:
         obj = None
     etype, message = error_fields(obj)
+    etype = etype or etype_hint
     if obj is None and body.strip():
         message = body.strip()[:200].decode("utf-8", "replace")
     return ResponseInfo(outcome="http_error", usage=None, error_type=etype, error_message=message)

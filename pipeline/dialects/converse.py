@@ -1,0 +1,212 @@
+"""AWS Bedrock Converse (`POST /model/{modelId}/converse`) and ConverseStream
+(`/model/{modelId}/converse-stream`).
+
+The model id comes from the URL path, percent-decoded (`us.anthropic...-v1%3A0` -> `...-v1:0`);
+Bedrock responses do not name the model.
+
+Usage (rulebook section 7): `inputTokens` EXCLUDES `cacheReadInputTokens` and
+`cacheWriteInputTokens` (observed: totalTokens 1329 = 2 + 5 + 1322), so the prompt total is the
+sum of the three. Real responses also carry duplicate `cacheReadInputTokenCount` /
+`cacheWriteInputTokenCount`; either name is accepted. When the cache fields are absent (no
+cachePoint in the request, e.g. the Nova stream sample) the reads and writes are unknown (NULL)
+and input is inputTokens alone. Bedrock reports no reasoning count.
+
+ConverseStream is the binary AWS event stream (pipeline.eventstream): usage is on the final
+`metadata` event. No `metadata` event: interrupted, usage NULL. An `exception` message (e.g.
+throttlingException, modelStreamErrorException) is a stream_error with that type.
+HTTP errors are `{"message": ...}` with the type in the `x-amzn-errortype` header.
+
+Prompt order for segments: tools (`toolConfig.tools`), then `system` blocks, then messages; for
+Anthropic models Bedrock renders the Anthropic order (tools, system, messages). A `cachePoint`
+block is kept as its own segment (tools, system) or marks the message that holds it, and its
+position goes to cache_breakpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import orjson
+
+from pipeline.dialects.common import as_str, header, http_error, loads_lenient, segment
+from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
+from pipeline.eventstream import iter_eventstream
+from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+
+API = "converse"
+
+USAGE_MAP = DialectMap(
+    api=API,
+    title="AWS Bedrock Converse / ConverseStream",
+    usage_at="`usage` of the body; streamed (binary event stream): the `metadata` event",
+    semantics="bedrock_exclusive",
+    columns={
+        "input_tokens": total(
+            src("inputTokens"),
+            src("cacheReadInputTokens", "zero"),
+            src("cacheWriteInputTokens", "zero"),
+            note="`inputTokens` excludes the cache, so the three are added",
+        ),
+        "cache_read_tokens": first(src("cacheReadInputTokens"), src("cacheReadInputTokenCount")),
+        "cache_write_tokens": first(src("cacheWriteInputTokens"), src("cacheWriteInputTokenCount")),
+        "cache_write_1h_tokens": never("No TTL split reported"),
+        "output_tokens": first(src("outputTokens")),
+        "reasoning_tokens": never("Not reported"),
+        "reported_cost": never("AWS returns no cost"),
+    },
+    notes=(
+        "Model id from the URL path (`/model/{id}/converse`), percent-decoded.",
+        "HTTP error type from the `x-amzn-errortype` header; in-stream `exception` messages "
+        "are stream_error with the `:exception-type` header as error_type.",
+    ),
+)
+
+
+def model_from_url(url: str) -> str | None:
+    parts = urlsplit(url).path.split("/")
+    if "model" in parts:
+        i = parts.index("model")
+        if i + 1 < len(parts) and parts[i + 1]:
+            return unquote(parts[i + 1])
+    return None
+
+
+def _has_cache_point(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "cachePoint" in value
+    return False
+
+
+def parse_request(body: Any, url: str = "") -> RequestInfo:
+    segments: list[SegmentRaw] = []
+    breakpoints: list[int] = []
+    ttls: list[str] = []
+
+    def add(kind: str, role: str | None, value: Any, cache_point: Any) -> None:
+        if cache_point is not None:
+            breakpoints.append(len(segments))
+            ttl = cache_point.get("ttl") if isinstance(cache_point, dict) else None
+            ttls.append(ttl if isinstance(ttl, str) else "5m")
+        segments.append(segment(kind, role, value))
+
+    config = body.get("toolConfig")
+    for tool in (config.get("tools") if isinstance(config, dict) else None) or ():
+        add("tool", None, tool, tool.get("cachePoint") if _has_cache_point(tool) else None)
+    for block in body.get("system") or ():
+        add("system", "system", block, block.get("cachePoint") if _has_cache_point(block) else None)
+    for message in body.get("messages") or ():
+        point = None
+        if isinstance(message, dict):
+            for block in message.get("content") or ():
+                if _has_cache_point(block):
+                    point = block["cachePoint"]
+        role = as_str(message.get("role")) if isinstance(message, dict) else None
+        add("message", role, message, point)
+    return RequestInfo(
+        model=model_from_url(url) or as_str(body.get("modelId")),
+        stream=urlsplit(url).path.endswith("/converse-stream"),
+        segments=segments,
+        cache_breakpoints=breakpoints,
+        cache_ttls=ttls,
+    )
+
+
+def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
+    return read_usage(raw, USAGE_MAP)
+
+
+def _error_type(headers: list[tuple[str, str]] | None) -> str | None:
+    value = header(headers, "x-amzn-errortype")
+    # "ValidationException:http://internal.amazon.com/coral/..." -> "ValidationException"
+    return value.split(":", 1)[0] if value else None
+
+
+def parse_response(
+    status: int,
+    body: bytes,
+    provider: str,
+    stream: bool,
+    headers: list[tuple[str, str]] | None = None,
+) -> ResponseInfo:
+    if status >= 400:
+        return http_error(body, _error_type(headers))
+    if body.lstrip()[:1] == b"{":
+        return _parse_json(body)
+    return _parse_stream(body)
+
+
+def _parse_json(body: bytes) -> ResponseInfo:
+    obj = loads_lenient(body)
+    if not isinstance(obj, dict):
+        raise ValueError("response body is not a JSON object")
+    output = obj.get("output")
+    message = output.get("message") if isinstance(output, dict) else None
+    reasoning = text = False
+    for block in (message.get("content") if isinstance(message, dict) else None) or ():
+        if isinstance(block, dict):
+            reasoning = reasoning or "reasoningContent" in block
+            text = text or bool(block.get("text")) or "toolUse" in block
+    end = len(body)
+    return ResponseInfo(
+        outcome="ok",
+        usage=normalise_usage(obj.get("usage")),
+        finish_reason=as_str(obj.get("stopReason")),
+        first_reasoning_at=end if reasoning else None,
+        first_text_at=end if text else None,
+    )
+
+
+def _parse_stream(body: bytes) -> ResponseInfo:
+    usage_raw: Any = None
+    finish: str | None = None
+    first_reasoning: int | None = None
+    first_text: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    for msg in iter_eventstream(body):
+        mtype = msg.header(":message-type")
+        if mtype in ("exception", "error"):
+            error_type = msg.header(":exception-type") or msg.header(":error-code") or mtype
+            error_message = msg.header(":error-message") or msg.payload[:200].decode(
+                "utf-8", "replace"
+            )
+            continue
+        event = msg.header(":event-type")
+        try:
+            payload = orjson.loads(msg.payload) if msg.payload else {}
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(payload, dict):
+            continue
+        if event == "metadata":
+            usage_raw = payload.get("usage")
+        elif event == "messageStop":
+            finish = as_str(payload.get("stopReason"))
+        elif event == "contentBlockDelta":
+            delta = payload.get("delta") or {}
+            if delta.get("text") and first_text is None:
+                first_text = msg.end
+            reasoning = delta.get("reasoningContent")
+            if isinstance(reasoning, dict) and reasoning.get("text") and first_reasoning is None:
+                first_reasoning = msg.end
+        elif event == "contentBlockStart":
+            start = payload.get("start") or {}
+            if "toolUse" in start and first_text is None:
+                first_text = msg.end
+    usage = normalise_usage(usage_raw)
+    if error_type is not None:
+        outcome = "stream_error"
+    elif usage is None:
+        outcome = "interrupted"
+    else:
+        outcome = "ok"
+    return ResponseInfo(
+        outcome=outcome,
+        usage=usage,
+        error_type=error_type,
+        error_message=error_message,
+        finish_reason=finish,
+        first_reasoning_at=first_reasoning,
+        first_text_at=first_text,
+    )

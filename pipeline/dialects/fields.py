@@ -1,0 +1,140 @@
+"""Declarative usage mappings: which provider fields make each normalised usage column.
+
+Every dialect (and the OTel span reader) declares a `USAGE_MAP: DialectMap`, and its
+`normalise_usage` reads the provider's usage object THROUGH that map with `read_usage`. The same
+objects render the table in docs/dialects.md (`python -m pipeline.dialects.mapping`), so the
+documentation is the code's own data and cannot drift; a test checks the file equals the output.
+(The renderer lives in `mapping.py`, apart from these types, so that running it with `-m` does
+not import it twice.)
+
+A column is either:
+- `first`: the first source present (later sources are fallbacks for other providers/versions);
+- `sum`: all sources added (Anthropic input = input + cache writes + cache reads);
+- `none`: the dialect never reports it, so the column is always NULL (unknown).
+Each source says what its absence means: `null` (the column is unknown) or `zero` (absent
+counts as 0, e.g. proto3 JSON omits zero counts, or an optional addend of a sum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.records import Usage
+
+COLUMNS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "reported_cost",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Src:
+    path: tuple[str, ...]
+    absent: str = "null"  # "null": missing makes the column unknown; "zero": missing counts as 0
+
+    def label(self) -> str:
+        text = "`" + ".".join(self.path) + "`"
+        return text + " (absent = 0)" if self.absent == "zero" else text
+
+
+def src(dotted: str, absent: str = "null") -> Src:
+    """A nested JSON path written with dots: `prompt_tokens_details.cached_tokens`."""
+    return Src(tuple(dotted.split(".")), absent)
+
+
+def attr(name: str, absent: str = "null") -> Src:
+    """A flat key that itself contains dots (OTel attribute names)."""
+    return Src((name,), absent)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    op: str  # first, sum, none
+    sources: tuple[Src, ...] = ()
+    note: str = ""
+    real: bool = False  # a decimal amount (cost), not a token count
+
+
+def first(*sources: Src, note: str = "", real: bool = False) -> Column:
+    return Column("first", sources, note, real)
+
+
+def total(*sources: Src, note: str = "") -> Column:
+    return Column("sum", sources, note)
+
+
+def never(note: str) -> Column:
+    return Column("none", (), note)
+
+
+@dataclass(frozen=True, slots=True)
+class DialectMap:
+    api: str
+    title: str
+    usage_at: str  # where the usage object is found, streamed and not
+    semantics: str  # value of the usage_semantics column
+    columns: dict[str, Column]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _lookup(obj: Any, path: tuple[str, ...]) -> Any:
+    cur = obj
+    for key in path:
+        if not isinstance(cur, dict) or key not in cur:
+            return None
+        cur = cur[key]
+    return cur
+
+
+def _number(value: Any, real: bool) -> int | float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        # OTLP/JSON encodes int64 as a decimal string.
+        try:
+            value = float(value) if real else int(value)
+        except ValueError:
+            return None
+    if real and isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def read_column(raw: Any, column: Column) -> int | float | None:
+    if column.op == "none":
+        return None
+    if column.op == "first":
+        for s in column.sources:
+            value = _number(_lookup(raw, s.path), column.real)
+            if value is not None:
+                return value
+        if column.sources and column.sources[-1].absent == "zero":
+            return 0
+        return None
+    acc: int | float = 0
+    for s in column.sources:
+        value = _number(_lookup(raw, s.path), column.real)
+        if value is None:
+            if s.absent != "zero":
+                return None
+            value = 0
+        acc += value
+    return acc
+
+
+def read_usage(raw: Any, dmap: DialectMap, semantics: str | None = None) -> Usage | None:
+    """The normalised usage of one provider usage object, or None when there is none."""
+    if not isinstance(raw, dict):
+        return None
+    values: dict[str, Any] = {name: read_column(raw, dmap.columns[name]) for name in COLUMNS}
+    return Usage(**values, semantics=semantics or dmap.semantics, raw=raw)

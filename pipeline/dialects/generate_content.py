@@ -1,0 +1,188 @@
+"""Google Gemini `models/{model}:generateContent` and `:streamGenerateContent` (AI Studio and
+Vertex AI paths).
+
+The model comes from the URL path (`.../models/gemini-2.5-flash:streamGenerateContent`); the
+response's `modelVersion`, when present, is what the `model` column shows.
+
+Usage (rulebook section 5), from `usageMetadata`:
+- input = `promptTokenCount`, which INCLUDES `cachedContentTokenCount`;
+- output = `candidatesTokenCount` + `thoughtsTokenCount`: thoughts are billed as output but
+  are NOT inside candidatesTokenCount; reasoning = thoughtsTokenCount;
+- proto3 JSON omits zero-valued fields, so a count missing from a PRESENT usageMetadata is 0,
+  while a missing usageMetadata is unknown (NULL);
+- Gemini reports no cache writes (explicit caches are created by a separate cachedContents
+  call), so cache_write is NULL. `toolUsePromptTokenCount` is left in raw_usage: the rulebook's
+  input total is promptTokenCount.
+
+Streams: with `?alt=sse`, SSE events separated by `\\r\\n\\r\\n`; without it, one JSON array of
+the same objects. Every chunk carries RUNNING totals that can even go down, so the LAST chunk's
+usageMetadata is taken, never a sum or a max. A stream with no `finishReason` was cut
+(interrupted): its prompt counts are kept, its output counts (running totals, not final) are
+NULL. An `error` object in a chunk makes it a stream_error.
+
+Prompt order for segments (not documented by Google, ASSUMED): `cachedContent` (the explicit
+cache is the prefix), then tools, then `systemInstruction`, then `contents` in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
+from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
+from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+from pipeline.streams import iter_json_array, iter_sse_json, looks_like_sse
+
+API = "generate_content"
+
+USAGE_MAP = DialectMap(
+    api=API,
+    title="Google Gemini generateContent / streamGenerateContent",
+    usage_at="`usageMetadata` of the response; streamed (SSE or JSON array): the LAST chunk's "
+    "`usageMetadata` (running totals, never summed)",
+    semantics="gemini_inclusive",
+    columns={
+        "input_tokens": first(
+            src("promptTokenCount", "zero"), note="Includes cachedContentTokenCount"
+        ),
+        "cache_read_tokens": first(src("cachedContentTokenCount", "zero")),
+        "cache_write_tokens": never("Gemini does not report cache writes"),
+        "cache_write_1h_tokens": never("No TTL split"),
+        "output_tokens": total(
+            src("candidatesTokenCount", "zero"),
+            src("thoughtsTokenCount", "zero"),
+            note="Thoughts are output but not inside candidatesTokenCount",
+        ),
+        "reasoning_tokens": first(src("thoughtsTokenCount", "zero")),
+        "reported_cost": never("Google returns no cost"),
+    },
+    notes=(
+        "proto3 JSON omits zero counts: a field missing from a present usageMetadata is 0; a "
+        "missing usageMetadata leaves every column NULL.",
+        "Segments (assumed order): cachedContent, tools, systemInstruction, contents.",
+    ),
+)
+
+
+def model_from_url(url: str) -> str | None:
+    path = unquote(urlsplit(url).path)
+    marker = path.rfind("/models/")
+    if marker < 0:
+        return None
+    name = path[marker + len("/models/") :]
+    return name.split(":", 1)[0] or None
+
+
+def parse_request(body: Any, url: str = "") -> RequestInfo:
+    segments: list[SegmentRaw] = []
+    cached = body.get("cachedContent") or body.get("cached_content")
+    if cached:
+        segments.append(segment("cached_content", None, cached))
+    for tool in body.get("tools") or ():
+        segments.append(segment("tool", None, tool))
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    if system:
+        segments.append(segment("system", "system", system))
+    for content in body.get("contents") or ():
+        role = as_str(content.get("role")) if isinstance(content, dict) else None
+        segments.append(segment("message", role, content))
+    path = urlsplit(url).path
+    return RequestInfo(
+        model=model_from_url(url) or as_str(body.get("model")),
+        stream=path.endswith(":streamGenerateContent"),
+        segments=segments,
+    )
+
+
+def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
+    return read_usage(raw, USAGE_MAP)
+
+
+def _part_flags(chunk: dict[str, Any]) -> tuple[bool, bool, str | None]:
+    reasoning = text = False
+    finish: str | None = None
+    for candidate in chunk.get("candidates") or ():
+        if not isinstance(candidate, dict):
+            continue
+        finish = as_str(candidate.get("finishReason")) or finish
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts or ():
+            if not isinstance(part, dict):
+                continue
+            if part.get("thought") is True:
+                reasoning = reasoning or bool(part.get("text"))
+            elif part.get("text") or part.get("functionCall") or part.get("executableCode"):
+                text = True
+    feedback = chunk.get("promptFeedback")
+    if isinstance(feedback, dict) and feedback.get("blockReason"):
+        finish = finish or f"blocked:{feedback['blockReason']}"
+    return reasoning, text, finish
+
+
+def _chunks(body: bytes, stream: bool) -> tuple[list[tuple[Any, int]], bool]:
+    """(decoded chunks with end offsets, whether the body is a stream)."""
+    head = body.lstrip()[:1]
+    if head == b"[":
+        return list(iter_json_array(body)), True
+    if stream or looks_like_sse(body):
+        return [(obj, end) for _, obj, end in iter_sse_json(body) if isinstance(obj, dict)], True
+    return [(loads_lenient(body), len(body))], False
+
+
+def parse_response(
+    status: int,
+    body: bytes,
+    provider: str,
+    stream: bool,
+    headers: list[tuple[str, str]] | None = None,
+) -> ResponseInfo:
+    if status >= 400:
+        return http_error(body)
+    chunks, streamed = _chunks(body, stream)
+    if not streamed and not isinstance(chunks[0][0], dict):
+        raise ValueError("response body is not a JSON object")
+    usage_raw: Any = None
+    model: str | None = None
+    finish: str | None = None
+    first_reasoning: int | None = None
+    first_text: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    for chunk, end in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("error") is not None:
+            error_type, error_message = error_fields(chunk)
+            error_type = error_type or "error"
+            continue
+        if isinstance(chunk.get("usageMetadata"), dict):
+            usage_raw = chunk["usageMetadata"]
+        model = as_str(chunk.get("modelVersion")) or model
+        reasoning, text, chunk_finish = _part_flags(chunk)
+        finish = chunk_finish or finish
+        if reasoning and first_reasoning is None:
+            first_reasoning = end
+        if text and first_text is None:
+            first_text = end
+    usage = normalise_usage(usage_raw)
+    if error_type is not None:
+        outcome = "stream_error"
+    elif streamed and finish is None:
+        outcome = "interrupted"
+        if usage is not None:
+            # Running totals of a cut stream: the prompt side is final, the output side is not.
+            usage.output_tokens = usage.reasoning_tokens = None
+    else:
+        outcome = "ok"
+    return ResponseInfo(
+        outcome=outcome,
+        usage=usage,
+        model=model,
+        error_type=error_type,
+        error_message=error_message,
+        finish_reason=finish,
+        first_reasoning_at=first_reasoning,
+        first_text_at=first_text,
+    )

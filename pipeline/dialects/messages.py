@@ -1,0 +1,268 @@
+"""Anthropic Messages (`POST /v1/messages`), streamed and not.
+
+Usage (rulebook section 4): `input_tokens` EXCLUDES the cache, so the prompt total is
+input + cache_creation + cache_read. 5-minute and 1-hour writes are kept apart:
+`cache_write_tokens` = cache_creation_input_tokens (all lifetimes), `cache_write_1h_tokens` =
+`cache_creation.ephemeral_1h_input_tokens`. Reasoning: `output_tokens_details.thinking_tokens`
+(already inside output_tokens).
+
+Streams: usage starts from `message_start.message.usage` and every `message_delta.usage` then
+overwrites the fields it carries (they are cumulative, so the LAST delta wins; older streams
+send only output_tokens there), as the SDK's accumulator does. A stream without
+`message_stop` or a final `message_delta` was cut: outcome interrupted, and only the input side
+of usage is kept (message_start's output_tokens is a placeholder, so output is NULL).
+`event: error` (e.g. overloaded_error on an HTTP 200) makes the outcome stream_error.
+
+Compaction (`usage.iterations[]`): the top-level fields describe only the LAST iteration, while
+every iteration is a sampling pass that read its own prompt and is billed. We therefore SUM the
+iterations for every column when `iterations` is present (inference from the rulebook and
+Anthropic's compaction docs: "top-level usage does not include the compaction iteration").
+
+Prompt order for segments: tools, then system, then messages: the order Anthropic documents
+for its cache prefix ("tools, system, messages"). Each tool, each system block (a string system
+is one segment) and each message is one segment. Positions carrying `cache_control` go to
+`cache_breakpoints`, with the TTL ("5m" default, or the block's `ttl`) in `cache_ttls`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
+from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
+from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+from pipeline.streams import iter_sse, looks_like_sse
+
+API = "messages"
+
+USAGE_MAP = DialectMap(
+    api=API,
+    title="Anthropic Messages",
+    usage_at="`usage` of the Message; streamed: `message_start.message.usage` overwritten "
+    "field by field by each cumulative `message_delta.usage` (the last one wins)",
+    semantics="anthropic_exclusive",
+    columns={
+        "input_tokens": total(
+            src("input_tokens"),
+            src("cache_creation_input_tokens", "zero"),
+            src("cache_read_input_tokens", "zero"),
+            note="`input_tokens` excludes the cache, so the three are added",
+        ),
+        "cache_read_tokens": first(src("cache_read_input_tokens")),
+        "cache_write_tokens": first(
+            src("cache_creation_input_tokens"), note="5-minute and 1-hour writes together"
+        ),
+        "cache_write_1h_tokens": first(src("cache_creation.ephemeral_1h_input_tokens")),
+        "output_tokens": first(src("output_tokens"), note="Includes thinking"),
+        "reasoning_tokens": first(src("output_tokens_details.thinking_tokens")),
+        "reported_cost": never("Anthropic returns no cost"),
+    },
+    notes=(
+        "Compaction: when `usage.iterations[]` is present every column is the SUM over the "
+        "iterations (the top-level fields describe only the last one; each iteration is billed).",
+        "A stream cut before its final `message_delta` keeps message_start's input and cache "
+        "counts; output_tokens is then NULL (message_start's value is a placeholder).",
+        "Segments: tools, then system blocks, then messages; `cache_control` positions are "
+        "recorded as cache breakpoints with their TTL.",
+    ),
+)
+
+
+def _cache_ttl(value: Any) -> str | None:
+    if isinstance(value, dict) and isinstance(value.get("cache_control"), dict):
+        ttl = value["cache_control"].get("ttl")
+        return ttl if isinstance(ttl, str) else "5m"
+    return None
+
+
+def _message_ttl(message: Any) -> str | None:
+    ttl = _cache_ttl(message)
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        for block in content:
+            ttl = _cache_ttl(block) or ttl
+    return ttl
+
+
+def parse_request(body: Any, url: str = "") -> RequestInfo:
+    segments: list[SegmentRaw] = []
+    breakpoints: list[int] = []
+    ttls: list[str] = []
+
+    def add(kind: str, role: str | None, value: Any, ttl: str | None) -> None:
+        if ttl is not None:
+            breakpoints.append(len(segments))
+            ttls.append(ttl)
+        segments.append(segment(kind, role, value))
+
+    for tool in body.get("tools") or ():
+        add("tool", None, tool, _cache_ttl(tool))
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        add("system", "system", system, None)
+    elif isinstance(system, list):
+        for block in system:
+            add("system", "system", block, _cache_ttl(block))
+    for message in body.get("messages") or ():
+        role = as_str(message.get("role")) if isinstance(message, dict) else None
+        add("message", role, message, _message_ttl(message))
+    stream = body.get("stream")
+    return RequestInfo(
+        model=as_str(body.get("model")),
+        stream=bool(stream),
+        segments=segments,
+        cache_breakpoints=breakpoints,
+        cache_ttls=ttls,
+    )
+
+
+def _sum_iterations(iterations: list[Any]) -> dict[str, Any]:
+    """One usage dict whose counts are the sums over the compaction iterations."""
+    out: dict[str, Any] = {}
+    creation: dict[str, int] = {}
+    for item in iterations:
+        if not isinstance(item, dict):
+            continue
+        for key, value in item.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                out[key] = out.get(key, 0) + value
+        cc = item.get("cache_creation")
+        if isinstance(cc, dict):
+            for key, value in cc.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    creation[key] = creation.get(key, 0) + value
+    if creation:
+        out["cache_creation"] = creation
+    return out
+
+
+def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    iterations = raw.get("iterations")
+    if isinstance(iterations, list) and iterations:
+        usage = read_usage(_sum_iterations(iterations), USAGE_MAP)
+        if usage is not None:
+            usage.raw = raw
+        return usage
+    return read_usage(raw, USAGE_MAP)
+
+
+def _content_flags(content: Any) -> tuple[bool, bool]:
+    reasoning = text = False
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind in ("thinking", "redacted_thinking"):
+            reasoning = True
+        elif (kind == "text" and block.get("text")) or kind in ("tool_use", "server_tool_use"):
+            text = True
+    return reasoning, text
+
+
+def parse_response(
+    status: int,
+    body: bytes,
+    provider: str,
+    stream: bool,
+    headers: list[tuple[str, str]] | None = None,
+) -> ResponseInfo:
+    if status >= 400:
+        return http_error(body)
+    if stream or looks_like_sse(body):
+        return _parse_stream(body)
+    obj = loads_lenient(body)
+    if not isinstance(obj, dict):
+        raise ValueError("response body is not a JSON object")
+    if obj.get("type") == "error":
+        etype, message = error_fields(obj)
+        return ResponseInfo("stream_error", None, error_type=etype, error_message=message)
+    reasoning, text = _content_flags(obj.get("content"))
+    end = len(body)
+    return ResponseInfo(
+        outcome="ok",
+        usage=normalise_usage(obj.get("usage")),
+        model=as_str(obj.get("model")),
+        finish_reason=as_str(obj.get("stop_reason")),
+        first_reasoning_at=end if reasoning else None,
+        first_text_at=end if text else None,
+    )
+
+
+def _parse_stream(body: bytes) -> ResponseInfo:
+    usage: dict[str, Any] | None = None
+    model: str | None = None
+    finish: str | None = None
+    final_delta = stopped = False
+    first_reasoning: int | None = None
+    first_text: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    errored = False
+    for event in iter_sse(body):
+        data = event.data.strip()
+        if not data:
+            continue
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            if event.event == "error":
+                errored, error_type = True, "error"
+                error_message = data[:200].decode("utf-8", "replace")
+            continue
+        if not isinstance(obj, dict):
+            continue
+        kind = obj.get("type") or event.event
+        if kind == "message_start":
+            message = obj.get("message") or {}
+            model = as_str(message.get("model")) or model
+            if isinstance(message.get("usage"), dict):
+                usage = dict(message["usage"])
+        elif kind == "content_block_start":
+            block = obj.get("content_block") or {}
+            if block.get("type") in ("tool_use", "server_tool_use") and first_text is None:
+                first_text = event.end
+        elif kind == "content_block_delta":
+            delta = obj.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "thinking_delta" and delta.get("thinking") and first_reasoning is None:
+                first_reasoning = event.end
+            elif dtype == "text_delta" and delta.get("text") and first_text is None:
+                first_text = event.end
+        elif kind == "message_delta":
+            delta_usage = obj.get("usage")
+            if isinstance(delta_usage, dict):
+                usage = usage or {}
+                usage.update({k: v for k, v in delta_usage.items() if v is not None})
+                final_delta = True
+            stop = (obj.get("delta") or {}).get("stop_reason")
+            finish = as_str(stop) or finish
+        elif kind == "message_stop":
+            stopped = True
+        elif kind == "error" or event.event == "error":
+            errored = True
+            error_type, error_message = error_fields(obj)
+            error_type = error_type or "error"
+    complete = final_delta or stopped
+    if usage is not None and not final_delta:
+        usage = {k: v for k, v in usage.items() if k != "output_tokens"}
+    normalised = normalise_usage(usage)
+    if errored:
+        outcome = "stream_error"
+    elif not complete:
+        outcome = "interrupted"
+    else:
+        outcome = "ok"
+    return ResponseInfo(
+        outcome=outcome,
+        usage=normalised,
+        model=model,
+        error_type=error_type,
+        error_message=error_message,
+        finish_reason=finish,
+        first_reasoning_at=first_reasoning,
+        first_text_at=first_text,
+    )

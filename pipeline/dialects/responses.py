@@ -1,0 +1,219 @@
+"""OpenAI Responses API (`POST /v1/responses`; also DeepSeek's `/responses`), streamed and not.
+
+Usage (rulebook section 3): `input_tokens` INCLUDES `input_tokens_details.cached_tokens`;
+`input_tokens_details.cache_write_tokens` where present (absent in older captures: unknown);
+`output_tokens` includes `output_tokens_details.reasoning_tokens`.
+
+Streams are SSE with `event:` lines and no `[DONE]`; the event type is also inside the data
+(`"type"`), which is what is read, so bodies without `event:` lines parse the same. Usage comes
+from the terminal event's Response: `response.completed`, `response.incomplete` or
+`response.failed` (earlier events carry `usage: null`). An `error` event, or a
+`response.failed`, on the HTTP-200 stream makes the outcome stream_error. No terminal event:
+interrupted, usage NULL.
+
+Prompt order for segments: tools, then the `text.format` JSON schema, then `instructions`, then
+the `input` items in order. OpenAI does not document where tools sit in the rendered prompt; its
+caching guide says tools and schemas are part of the cached prefix, so they come first. Input
+that lives server-side (`previous_response_id`, `conversation`) is not in the request bytes and
+so has no segment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
+from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
+from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+from pipeline.streams import iter_sse, looks_like_sse
+
+API = "responses"
+
+USAGE_MAP = DialectMap(
+    api=API,
+    title="OpenAI Responses (also DeepSeek `/responses`)",
+    usage_at="`usage` of the Response; streamed: the Response inside `response.completed`, "
+    "`response.incomplete` or `response.failed`",
+    semantics="openai_inclusive",
+    columns={
+        "input_tokens": first(src("input_tokens"), note="Includes cached tokens"),
+        "cache_read_tokens": first(src("input_tokens_details.cached_tokens")),
+        "cache_write_tokens": first(
+            src("input_tokens_details.cache_write_tokens"), note="Absent in older captures"
+        ),
+        "cache_write_1h_tokens": never("No TTL split in this dialect"),
+        "output_tokens": first(src("output_tokens"), note="Includes reasoning"),
+        "reasoning_tokens": first(src("output_tokens_details.reasoning_tokens")),
+        "reported_cost": never("OpenAI returns no cost"),
+    },
+    notes=(
+        "An `error` event or `response.failed` on an HTTP-200 stream is a stream_error.",
+        "Segments: tools, text.format schema, instructions, then input items.",
+    ),
+)
+
+_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+_TOOL_ITEMS = (
+    "function_call",
+    "custom_tool_call",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "code_interpreter_call",
+    "mcp_call",
+    "image_generation_call",
+    "local_shell_call",
+)
+
+
+def parse_request(body: Any, url: str = "") -> RequestInfo:
+    segments: list[SegmentRaw] = []
+    for tool in body.get("tools") or ():
+        segments.append(segment("tool", None, tool))
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        segments.append(segment("schema", None, fmt))
+    instructions = body.get("instructions")
+    if instructions:
+        segments.append(segment("system", "system", instructions))
+    items = body.get("input")
+    if isinstance(items, str):
+        segments.append(segment("message", "user", items))
+    elif isinstance(items, list):
+        for item in items:
+            role = as_str(item.get("role")) if isinstance(item, dict) else None
+            kind = "system" if role in ("system", "developer") else "message"
+            segments.append(segment(kind, role, item))
+    return RequestInfo(
+        model=as_str(body.get("model")), stream=bool(body.get("stream")), segments=segments
+    )
+
+
+def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
+    return read_usage(raw, USAGE_MAP)
+
+
+def _output_flags(output: Any) -> tuple[bool, bool]:
+    reasoning = text = False
+    for item in output if isinstance(output, list) else ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning" and (item.get("summary") or item.get("content")):
+            reasoning = True
+        elif kind == "message":
+            text = text or any(
+                isinstance(part, dict) and bool(part.get("text") or part.get("refusal"))
+                for part in item.get("content") or ()
+            )
+        elif kind in _TOOL_ITEMS:
+            text = True
+    return reasoning, text
+
+
+def _finish(response: dict[str, Any]) -> str | None:
+    details = response.get("incomplete_details")
+    if isinstance(details, dict) and details.get("reason"):
+        return f"incomplete:{details['reason']}"
+    return as_str(response.get("status"))
+
+
+def parse_response(
+    status: int,
+    body: bytes,
+    provider: str,
+    stream: bool,
+    headers: list[tuple[str, str]] | None = None,
+) -> ResponseInfo:
+    if status >= 400:
+        return http_error(body)
+    if stream or looks_like_sse(body):
+        return _parse_stream(body)
+    obj = loads_lenient(body)
+    if not isinstance(obj, dict):
+        raise ValueError("response body is not a JSON object")
+    usage = normalise_usage(obj.get("usage"))
+    if obj.get("status") == "failed" or (obj.get("error") and "output" not in obj):
+        etype, message = error_fields(obj)
+        return ResponseInfo("stream_error", usage, error_type=etype, error_message=message)
+    reasoning, text = _output_flags(obj.get("output"))
+    end = len(body)
+    return ResponseInfo(
+        outcome="ok",
+        usage=usage,
+        model=as_str(obj.get("model")),
+        finish_reason=_finish(obj),
+        first_reasoning_at=end if reasoning else None,
+        first_text_at=end if text else None,
+    )
+
+
+def _parse_stream(body: bytes) -> ResponseInfo:
+    final: dict[str, Any] | None = None
+    terminal: str | None = None
+    model: str | None = None
+    first_reasoning: int | None = None
+    first_text: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    for event in iter_sse(body):
+        data = event.data.strip()
+        if not data or data == b"[DONE]":
+            continue
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            if event.event == "error":
+                error_type = "error"
+                error_message = data[:200].decode("utf-8", "replace")
+            continue
+        if not isinstance(obj, dict):
+            continue
+        kind = as_str(obj.get("type")) or event.event or ""
+        response = obj.get("response")
+        if isinstance(response, dict):
+            model = as_str(response.get("model")) or model
+            if kind in _TERMINAL:
+                final, terminal = response, kind
+        if kind == "error":
+            inner = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+            etype, error_message = error_fields({"error": inner})
+            error_type = etype or "error"
+        elif (
+            first_reasoning is None
+            and kind.startswith("response.reasoning")
+            and (kind.endswith(".delta") and obj.get("delta"))
+        ):
+            first_reasoning = event.end
+        elif first_text is None and (
+            (kind in ("response.output_text.delta", "response.refusal.delta") and obj.get("delta"))
+            or (
+                kind == "response.output_item.added"
+                and isinstance(obj.get("item"), dict)
+                and obj["item"].get("type") in _TOOL_ITEMS
+            )
+        ):
+            first_text = event.end
+    usage = normalise_usage(final.get("usage")) if final is not None else None
+    if terminal == "response.failed" and error_type is None and final is not None:
+        error_type, error_message = error_fields(final)
+        error_type = error_type or "failed"
+    if error_type is not None:
+        outcome = "stream_error"
+    elif terminal is None:
+        outcome = "interrupted"
+    else:
+        outcome = "ok"
+    return ResponseInfo(
+        outcome=outcome,
+        usage=usage,
+        model=model,
+        error_type=error_type,
+        error_message=error_message,
+        finish_reason=_finish(final) if final is not None else None,
+        first_reasoning_at=first_reasoning,
+        first_text_at=first_text,
+    )

@@ -1,0 +1,615 @@
+"""A controlled prefix-cache experiment: the P/Q/R/S plan, sent through the recording layer.
+
+The plan (seed write-up, issue 8), with a fixed document P and short questions Q, R, S, all to
+the same model, endpoint, key and settings, tools and system prompt fixed:
+
+    1   P + Q    first submission     baseline (the cache may not be cold)
+    2   P + Q    nothing changes      is the persisted full prefix reused
+    3a  P + R    the final question   discovers the common prefix P ...
+    3b  P + S    the final question   ... which a later request can really hit
+    4   P' + S   one character at the start of P: an early change kills reuse downstream
+
+Every request waits for the previous one to finish, then `wait_s` more (DeepSeek: "cache
+construction takes seconds"). The plan runs `repeats` times; with `fresh_document` (default)
+each repeat puts a run marker line before P, so a repeat does not start warm from the last one.
+With `with_tool_round`, every request becomes a forced tool call then its tool result round trip.
+
+Outputs in `out_dir`: `experiment.json` (settings, never the key), `results.jsonl` (one line per
+request, appended as it finishes, so nothing is lost), and `capture/` (the capture JSONL the
+recording layer writes: ingest it like any traffic).
+
+The API key is read from an environment variable, never a flag (see `key_from_env`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from pipeline.capture.hooks import recording_client
+from pipeline.errors import InputError, NetworkError, UsageError
+from pipeline.records import ResponseInfo
+
+EXPERIMENT_TAG = "cacheaudit-experiment"
+AGENT = "cacheaudit-experiment"
+CHAT, MESSAGES = "chat_completions", "messages"
+KEY_ENVS = ("CACHEAUDIT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+SYSTEM_PROMPT = (
+    "You answer questions about the document the user sends. Answer in at most two sentences."
+    " Use the lookup_glossary tool only when you are told to."
+)
+QUESTIONS = {
+    "Q": "Summarise the document in one sentence.",
+    "R": "List three key terms the document uses.",
+    "S": "Which sentence of the document is the longest?",
+}
+TOOL_NAME = "lookup_glossary"
+TOOL_DESCRIPTION = "Look up a term in the document's glossary."
+TOOL_PARAMETERS = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "The term to look up."}},
+    "required": ["query"],
+}
+TOOL_RESULT = '{"result": "No glossary entry found for that term."}'
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    step: str  # 1, 2, 3, 4
+    request: str  # 1, 2, 3a, 3b, 4: the order inside one repeat
+    label: str  # P+Q, P'+S, ...
+    question: str  # Q, R or S
+    changed: bool  # P' instead of P
+    tests: str
+
+
+PLAN: tuple[PlanRequest, ...] = (
+    PlanRequest("1", "1", "P+Q", "Q", False, "baseline; do not assume the cache is cold"),
+    PlanRequest("2", "2", "P+Q", "Q", False, "is the persisted full prefix reused"),
+    PlanRequest("3", "3a", "P+R", "R", False, "discovering the common prefix P"),
+    PlanRequest("3", "3b", "P+S", "S", False, "really hitting P later"),
+    PlanRequest("4", "4", "P'+S", "S", True, "an early change kills reuse downstream"),
+)
+
+
+@dataclass(slots=True)
+class ExperimentConfig:
+    base_url: str
+    model: str
+    document: Path
+    out_dir: Path
+    repeats: int = 3
+    wait_s: float = 10.0
+    with_tool_round: bool = False
+    api: str | None = None  # chat_completions or messages; None: from the host
+    max_tokens: int = 64
+    fresh_document: bool = True
+    timeout_s: float = 120.0
+    api_key_env: str | None = None  # the variable's NAME; None: first of KEY_ENVS that is set
+
+
+@dataclass(slots=True)
+class RequestResult:
+    run_id: str
+    repeat: int
+    step: str
+    request: str
+    label: str
+    phase: str  # question, tool_call, tool_result
+    order: int  # 1-based across the whole run
+    started_at: str
+    interval_s: float | None  # since the previous request ended
+    url: str
+    model_requested: str
+    model_returned: str | None
+    input_chars: int
+    status: int | None
+    end_state: str  # ok, http_error, stream_error, interrupted, network_error
+    finish_reason: str | None
+    input_tokens: int | None  # all prompt tokens, cached included (pipeline semantics)
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    output_tokens: int | None
+    raw_usage: Any
+    ttfb_ms: float | None
+    ttft_ms: float | None  # time to the first non-empty answer text
+    duration_ms: float | None
+    output_chars: int
+    output_sha256: str | None
+    server: str | None  # the response's `server` / simulator header, to tell a simulator apart
+    error: str | None = None
+
+
+# --- the recording layer -------------------------------------------------------------------------
+
+
+def open_client(
+    capture_dir: Path, *, session_id: str, tags: list[str], timeout_s: float
+) -> httpx.Client:
+    """The one place the experiment gets its HTTP client: the capture layer's recorder."""
+    client: httpx.Client = recording_client(
+        capture_dir, session_id=session_id, agent=AGENT, tags=tags, timeout=timeout_s
+    )
+    return client
+
+
+# --- building requests ---------------------------------------------------------------------------
+
+
+def key_from_env(
+    env: dict[str, str], name: str | None, base_url: str
+) -> tuple[str | None, str | None]:
+    """(key, variable name). A loopback endpoint (the simulator) may run without a key."""
+    names = (name,) if name else KEY_ENVS
+    for candidate in names:
+        if env.get(candidate):
+            return env[candidate], candidate
+    host = urlsplit(base_url).hostname or ""
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return None, None
+    raise UsageError(
+        f"no API key: set {' or '.join(names)} in the environment",
+        hint="the key is read from the environment only, never from a flag, and never written",
+    )
+
+
+def api_for(base_url: str, api: str | None) -> str:
+    if api:
+        if api not in (CHAT, MESSAGES):
+            raise UsageError(f"unknown --api {api!r}", hint=f"{CHAT} or {MESSAGES}")
+        return api
+    return MESSAGES if "anthropic" in (urlsplit(base_url).hostname or "") else CHAT
+
+
+def endpoint(base_url: str, api: str) -> str:
+    base = base_url.rstrip("/")
+    if api == MESSAGES:
+        return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+    return base + "/chat/completions"
+
+
+def changed_document(text: str) -> tuple[str, dict[str, Any]]:
+    """P': the first letter or digit replaced by the next one of its kind (a -> b, 9 -> 0)."""
+    for i, ch in enumerate(text):
+        if ch.isascii() and ch.isalnum():
+            if ch.isdigit():
+                new = str((int(ch) + 1) % 10)
+            else:
+                base = ord("a") if ch.islower() else ord("A")
+                new = chr(base + (ord(ch) - base + 1) % 26)
+            return text[:i] + new + text[i + 1 :], {"offset": i, "from": ch, "to": new}
+    raise InputError("the document has no ASCII letter or digit to change for step 4")
+
+
+def _headers(api: str, key: str | None) -> dict[str, str]:
+    headers = {"content-type": "application/json"}
+    if api == MESSAGES:
+        headers["anthropic-version"] = "2023-06-01"
+        if key:
+            headers["x-api-key"] = key
+    elif key:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+@dataclass(slots=True)
+class Turn:
+    """What an answer added to the conversation, for the tool round's second request."""
+
+    text: str = ""
+    tool_id: str | None = None
+    tool_name: str | None = None
+    tool_arguments: str = ""
+
+
+def chat_body(
+    cfg: ExperimentConfig, document: str, question: str, turn: Turn | None, force: bool
+) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": document},
+        {"role": "user", "content": question},
+    ]
+    if turn is not None:
+        call = {
+            "id": turn.tool_id,
+            "type": "function",
+            "function": {"name": turn.tool_name, "arguments": turn.tool_arguments},
+        }
+        messages.append({"role": "assistant", "content": turn.text or None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": turn.tool_id, "content": TOOL_RESULT})
+    tool = {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": TOOL_DESCRIPTION,
+            "parameters": TOOL_PARAMETERS,
+        },
+    }
+    body: dict[str, Any] = {
+        "model": cfg.model,
+        "messages": messages,
+        "tools": [tool],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    # OpenAI's newer models refuse max_tokens; everyone else documents it.
+    host = urlsplit(cfg.base_url).hostname or ""
+    body["max_completion_tokens" if host.endswith("openai.com") else "max_tokens"] = cfg.max_tokens
+    if force:
+        body["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
+    return body
+
+
+def messages_body(
+    cfg: ExperimentConfig, document: str, question: str, turn: Turn | None, force: bool
+) -> dict[str, Any]:
+    """Breakpoints on the system prompt, the document and the last block (3 of the 4 allowed)."""
+    ephemeral = {"type": "ephemeral"}
+    last: dict[str, Any] = {"type": "text", "text": question}
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": document, "cache_control": ephemeral}, last],
+        }
+    ]
+    if turn is not None:
+        use: dict[str, Any] = {
+            "type": "tool_use",
+            "id": turn.tool_id,
+            "name": turn.tool_name,
+            "input": orjson.loads(turn.tool_arguments or "{}"),
+        }
+        assistant = ([{"type": "text", "text": turn.text}] if turn.text else []) + [use]
+        messages.append({"role": "assistant", "content": assistant})
+        last = {"type": "tool_result", "tool_use_id": turn.tool_id, "content": TOOL_RESULT}
+        messages.append({"role": "user", "content": [last]})
+    last["cache_control"] = ephemeral
+    body: dict[str, Any] = {
+        "model": cfg.model,
+        "max_tokens": cfg.max_tokens,
+        "system": [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": ephemeral}],
+        "tools": [
+            {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "input_schema": TOOL_PARAMETERS}
+        ],
+        "messages": messages,
+        "stream": True,
+    }
+    if force:
+        body["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
+    return body
+
+
+# --- sending one request -------------------------------------------------------------------------
+
+
+class _StreamWatch:
+    """Reads SSE events as they arrive: when the first answer text came, and what the answer
+    added to the conversation (text, tool call), for the tool round's follow-up."""
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.turn = Turn()
+        self.first_text_ms: float | None = None
+        self._buf = b""
+
+    def feed(self, data: bytes, now_ms: float) -> None:
+        self._buf += data
+        while True:
+            self._buf = self._buf.replace(b"\r\n", b"\n")
+            head, sep, rest = self._buf.partition(b"\n\n")
+            if not sep:
+                return
+            self._buf = rest
+            payload = b"".join(
+                line[5:].strip() for line in head.split(b"\n") if line.startswith(b"data:")
+            )
+            if payload and payload != b"[DONE]":
+                try:
+                    event = orjson.loads(payload)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(event, dict):
+                    self._event(event, now_ms)
+
+    def _text(self, text: Any, now_ms: float) -> None:
+        if isinstance(text, str) and text:
+            self.turn.text += text
+            if self.first_text_ms is None:
+                self.first_text_ms = now_ms
+
+    def _event(self, event: dict[str, Any], now_ms: float) -> None:
+        turn = self.turn
+        if self.api == MESSAGES:
+            block = event.get("content_block") or {}
+            delta = event.get("delta") or {}
+            if block.get("type") == "tool_use":
+                turn.tool_id, turn.tool_name = block.get("id"), block.get("name")
+            elif delta.get("type") == "text_delta":
+                self._text(delta.get("text"), now_ms)
+            elif delta.get("type") == "input_json_delta":
+                turn.tool_arguments += str(delta.get("partial_json") or "")
+            return
+        for choice in event.get("choices") or []:
+            delta = (choice or {}).get("delta") or {}
+            self._text(delta.get("content"), now_ms)
+            for call in delta.get("tool_calls") or []:
+                function = call.get("function") or {}
+                turn.tool_id = call.get("id") or turn.tool_id
+                turn.tool_name = function.get("name") or turn.tool_name
+                turn.tool_arguments += str(function.get("arguments") or "")
+
+
+def _response_info(api: str, status: int, body: bytes, host: str) -> ResponseInfo:
+    from pipeline.dialects import DIALECTS
+
+    try:
+        info: ResponseInfo = DIALECTS[api].parse_response(status, body, host, True)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return ResponseInfo("stream_error", None, error_message=f"unreadable response: {exc}")
+    return info
+
+
+@dataclass(slots=True)
+class _Sent:
+    status: int | None
+    info: ResponseInfo
+    watch: _StreamWatch
+    ttfb_ms: float | None
+    duration_ms: float
+    server: str | None
+    error: str | None
+
+
+def _send(client: httpx.Client, url: str, api: str, headers: dict[str, str], body: bytes) -> _Sent:
+    watch = _StreamWatch(api)
+    t0 = time.perf_counter()
+    ttfb: float | None = None
+    received = bytearray()
+    status: int | None = None
+    server: str | None = None
+    try:
+        with client.stream("POST", url, content=body, headers=headers) as response:
+            status = response.status_code
+            server = response.headers.get("x-cacheaudit-simulator") or response.headers.get(
+                "server"
+            )
+            for data in response.iter_bytes():
+                now = (time.perf_counter() - t0) * 1000
+                ttfb = now if ttfb is None else ttfb
+                received += data
+                watch.feed(data, now)
+    except httpx.HTTPError as exc:
+        duration = (time.perf_counter() - t0) * 1000
+        state = "interrupted" if status is not None else "network_error"
+        info = ResponseInfo(state, None, error_message=str(exc))
+        return _Sent(status, info, watch, ttfb, duration, server, f"{type(exc).__name__}: {exc}")
+    duration = (time.perf_counter() - t0) * 1000
+    info = _response_info(api, status, bytes(received), urlsplit(url).hostname or "")
+    return _Sent(status, info, watch, ttfb, duration, server, info.error_message)
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RunSummary:
+    run_id: str
+    out_dir: Path
+    requests: int
+    failed: int
+    results: list[RequestResult] = field(default_factory=list)
+
+
+def _read_document(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(f"document {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read document {path} as UTF-8: {exc}") from exc
+    if not text.strip():
+        raise InputError(f"document {path} is empty")
+    return text
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    tmp.replace(path)
+
+
+def run_experiment(
+    cfg: ExperimentConfig,
+    env: dict[str, str],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    progress: Callable[[RequestResult], None] | None = None,
+) -> RunSummary:
+    if cfg.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if cfg.wait_s < 0:
+        raise UsageError("--wait must not be negative")
+    text = _read_document(cfg.document)
+    changed_text, change = changed_document(text)
+    key, key_env = key_from_env(env, cfg.api_key_env, cfg.base_url)
+    api = api_for(cfg.base_url, cfg.api)
+    url = endpoint(cfg.base_url, api)
+    headers = _headers(api, key)
+    build = messages_body if api == MESSAGES else chat_body
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    capture_dir = cfg.out_dir / "capture"
+    results_path = cfg.out_dir / "results.jsonl"
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "started_at": datetime.now(UTC).isoformat(),
+        "finished_at": None,
+        "base_url": cfg.base_url,
+        "url": url,
+        "api": api,
+        "model": cfg.model,
+        "document": str(cfg.document),
+        "document_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "document_chars": len(text),
+        "step4_change": change,
+        "repeats": cfg.repeats,
+        "wait_s": cfg.wait_s,
+        "with_tool_round": cfg.with_tool_round,
+        "fresh_document": cfg.fresh_document,
+        "max_tokens": cfg.max_tokens,
+        "api_key_env": key_env,  # the variable's name only
+        "system_prompt": SYSTEM_PROMPT,
+        "questions": QUESTIONS,
+        "tool": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": TOOL_PARAMETERS},
+        "plan": [asdict(p) for p in PLAN],
+        "capture_dir": str(capture_dir),
+        "server": None,
+    }
+    _write_json(cfg.out_dir / "experiment.json", manifest)
+    summary = RunSummary(run_id, cfg.out_dir, 0, 0)
+    last_end: float | None = None
+    phases = (
+        [("tool_call", True), ("tool_result", False)]
+        if cfg.with_tool_round
+        else [("question", False)]
+    )
+    with results_path.open("ab") as results_file:
+        for repeat in range(1, cfg.repeats + 1):
+            marker = (
+                f"[cacheaudit experiment {run_id} repeat {repeat}]\n" if cfg.fresh_document else ""
+            )
+            for plan in PLAN:
+                document = marker + (changed_text if plan.changed else text)
+                question = QUESTIONS[plan.question]
+                turn: Turn | None = None
+                for phase, force in phases:
+                    if phase == "tool_result" and turn is None:
+                        break  # the model answered without the forced call: nothing to return
+                    if summary.requests:
+                        sleep(cfg.wait_s)
+                    summary.requests += 1
+                    body = build(cfg, document, question, turn, force)
+                    raw_body = orjson.dumps(body)
+                    tags = [
+                        EXPERIMENT_TAG,
+                        f"run={run_id}",
+                        f"repeat={repeat}",
+                        f"step={plan.step}",
+                        f"request={plan.request}",
+                        f"phase={phase}",
+                        f"order={summary.requests}",
+                    ]
+                    started = datetime.now(UTC)
+                    t_start = time.perf_counter()
+                    with open_client(
+                        capture_dir, session_id=run_id, tags=tags, timeout_s=cfg.timeout_s
+                    ) as client:
+                        sent = _send(client, url, api, headers, raw_body)
+                    interval = None if last_end is None else t_start - last_end
+                    last_end = time.perf_counter()
+                    if summary.requests == 1 and sent.info.outcome == "network_error":
+                        raise NetworkError(
+                            f"cannot reach {url}: {sent.error}",
+                            hint="is it up? `cacheaudit simulate serve` runs a local one",
+                        )
+                    if manifest["server"] is None and sent.server:
+                        manifest["server"] = sent.server
+                    result = _result(
+                        run_id,
+                        repeat,
+                        plan,
+                        phase,
+                        summary.requests,
+                        started,
+                        interval,
+                        url,
+                        cfg.model,
+                        len(document) + len(question),
+                        sent,
+                    )
+                    results_file.write(orjson.dumps(asdict(result)) + b"\n")
+                    results_file.flush()
+                    summary.results.append(result)
+                    if result.end_state != "ok":
+                        summary.failed += 1
+                    if progress:
+                        progress(result)
+                    turn = sent.watch.turn if sent.watch.turn.tool_id else None
+    manifest["finished_at"] = datetime.now(UTC).isoformat()
+    manifest["requests"] = summary.requests
+    manifest["failed"] = summary.failed
+    _write_json(cfg.out_dir / "experiment.json", manifest)
+    return summary
+
+
+def _result(
+    run_id: str,
+    repeat: int,
+    plan: PlanRequest,
+    phase: str,
+    order: int,
+    started: datetime,
+    interval: float | None,
+    url: str,
+    model: str,
+    input_chars: int,
+    sent: _Sent,
+) -> RequestResult:
+    usage = sent.info.usage
+    turn = sent.watch.turn
+    output = turn.text + (turn.tool_arguments if turn.tool_id else "")
+    return RequestResult(
+        run_id=run_id,
+        repeat=repeat,
+        step=plan.step,
+        request=plan.request,
+        label=plan.label,
+        phase=phase,
+        order=order,
+        started_at=started.isoformat(),
+        interval_s=round(interval, 4) if interval is not None else None,
+        url=url,
+        model_requested=model,
+        model_returned=sent.info.model,
+        input_chars=input_chars,
+        status=sent.status,
+        end_state=sent.info.outcome,
+        finish_reason=sent.info.finish_reason,
+        input_tokens=usage.input_tokens if usage else None,
+        cache_read_tokens=usage.cache_read_tokens if usage else None,
+        cache_write_tokens=usage.cache_write_tokens if usage else None,
+        output_tokens=usage.output_tokens if usage else None,
+        raw_usage=usage.raw if usage else None,
+        ttfb_ms=round(sent.ttfb_ms, 3) if sent.ttfb_ms is not None else None,
+        ttft_ms=round(sent.watch.first_text_ms, 3)
+        if sent.watch.first_text_ms is not None
+        else None,
+        duration_ms=round(sent.duration_ms, 3),
+        output_chars=len(output),
+        output_sha256=hashlib.sha256(output.encode()).hexdigest() if output else None,
+        server=sent.server,
+        error=sent.error,
+    )
+
+
+def load_results(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The manifest and every result line of an experiment directory."""
+    manifest_path = out_dir / "experiment.json"
+    if not manifest_path.exists():
+        raise InputError(f"{out_dir} is not an experiment directory (no experiment.json)")
+    manifest = orjson.loads(manifest_path.read_bytes())
+    results_path = out_dir / "results.jsonl"
+    lines = results_path.read_bytes().splitlines() if results_path.exists() else []
+    return manifest, [orjson.loads(line) for line in lines if line.strip()]

@@ -1,0 +1,163 @@
+"""Reader for OTLP/JSON trace exports as the OpenTelemetry Collector's file exporter writes them:
+one JSON document `{"resourceSpans": [...]}` per line (optionally gzip/zstd compressed).
+
+Every span becomes an `Exchange` with `span` set (attributes flattened to Python values);
+`pipeline.otel.normalise_span` turns GenAI spans into rows and skips the others (HTTP, DB
+spans of the same trace). `index` is the 0-based position of the span in the file; a line that
+is not valid JSON is one reject at the index it would have taken. Lines are read one at a time,
+so memory stays bounded whatever the file size.
+
+OTLP/JSON details handled: int64 values (`intValue`, `*UnixNano`) may be strings or numbers;
+span status code may be the enum number (2 = ERROR) or its name; `scopeSpans` was called
+`instrumentationLibrarySpans` in older exporters; trace and span ids are hex strings.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.records import Exchange, Reject
+from pipeline.redact import redact_text
+from pipeline.sources import open_binary
+
+_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+def any_value(value: Any) -> Any:
+    """An OTLP AnyValue as a plain Python value."""
+    if not isinstance(value, dict):
+        return None
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "intValue" in value:
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):
+            return None
+    if "doubleValue" in value:
+        v = value["doubleValue"]
+        return float(v) if isinstance(v, int | float | str) else None
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "arrayValue" in value:
+        return [any_value(v) for v in (value["arrayValue"] or {}).get("values") or ()]
+    if "kvlistValue" in value:
+        return attributes((value["kvlistValue"] or {}).get("values"))
+    if "bytesValue" in value:
+        try:
+            return base64.b64decode(value["bytesValue"])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def attributes(items: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("key"), str):
+            out[item["key"]] = any_value(item.get("value"))
+    return out
+
+
+def _nanos(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _status(span: dict[str, Any]) -> tuple[int, str | None]:
+    status = span.get("status") or {}
+    code = status.get("code", 0)
+    if isinstance(code, str):
+        code = _STATUS_NAMES.get(code, 0)
+    message = status.get("message")
+    return (code if isinstance(code, int) else 0), (message if isinstance(message, str) else None)
+
+
+def span_to_exchange(
+    span: dict[str, Any], resource: dict[str, Any], source: str, index: int
+) -> Exchange:
+    attrs = attributes(span.get("attributes"))
+    start = _nanos(span.get("startTimeUnixNano")) or 0
+    end = _nanos(span.get("endTimeUnixNano"))
+    code, message = _status(span)
+    host = attrs.get("server.address")
+    if not isinstance(host, str) or not host:
+        host = attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "otel"
+    port = attrs.get("server.port")
+    netloc = f"{host}:{port}" if isinstance(port, int) else str(host)
+    operation = attrs.get("gen_ai.operation.name") or span.get("name") or ""
+    http_status = attrs.get("http.response.status_code")
+    trace_id, span_id = span.get("traceId"), span.get("spanId")
+    service = resource.get("service.name")
+    session = attrs.get("session.id") or attrs.get("gen_ai.conversation.id")
+    agent = attrs.get("gen_ai.agent.name")
+    return Exchange(
+        source=source,
+        index=index,
+        started_at=datetime.fromtimestamp(start / 1e9, UTC),
+        method="POST",
+        url=f"otel://{netloc}/{operation}",
+        request_headers=[],
+        request_body=b"",
+        status=http_status if isinstance(http_status, int) else None,
+        response_headers=[],
+        response_body=b"",
+        record_id=f"otel:{trace_id}:{span_id}" if trace_id and span_id else None,
+        session_id=str(session) if session else None,
+        agent=str(agent) if agent else None,
+        tags=[f"service:{service}"] if isinstance(service, str) else [],
+        end_ms=(end - start) / 1e6 if end is not None and start else None,
+        span={
+            "name": span.get("name"),
+            "attributes": attrs,
+            "status_code": code,
+            "status_message": message,
+        },
+    )
+
+
+def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for rs in doc.get("resourceSpans") or ():
+        if not isinstance(rs, dict):
+            continue
+        resource = attributes((rs.get("resource") or {}).get("attributes"))
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
+        for scope in scopes:
+            for span in (scope or {}).get("spans") or ():
+                if isinstance(span, dict):
+                    yield span, resource
+
+
+def iter_otlp(path: Path) -> Iterator[Exchange | Reject]:
+    source = str(path)
+    index = 0
+    with open_binary(path) as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                doc = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                excerpt = redact_text(line[:200].decode("utf-8", "replace"))
+                yield Reject(source, index, f"OTLP line is not JSON: {exc}", excerpt)
+                index += 1
+                continue
+            if not isinstance(doc, dict):
+                yield Reject(source, index, "OTLP line is not a JSON object", "")
+                index += 1
+                continue
+            for span, resource in _spans(doc):
+                try:
+                    yield span_to_exchange(span, resource, source, index)
+                except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                    excerpt = redact_text(orjson.dumps(span)[:200].decode("utf-8", "replace"))
+                    yield Reject(source, index, f"OTLP span not readable: {exc}", excerpt)
+                index += 1

@@ -1,0 +1,279 @@
+"""The P/Q/R/S experiment against the simulator, end to end: run -> capture -> ingest -> report.
+
+Expected token counts are worked out by hand from the simulator's documented tokenizer and
+DeepSeek's rules (caching-rules.md A3), not read from the code's output. The fixture document is
+30 lines "Line N of the harbour report." = 7 tokens each ("\\nLine" is one token), plus the final
+newline as 1 token: 211 tokens. Question S "Which sentence of the document is the longest?" is 9
+tokens, R "List three key terms the document uses." is 8; each message adds a `<|user|>` marker
+and the prompt ends with `<|assistant|>`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.errors import InputError, UsageError
+from pipeline.experiment import (
+    ExperimentConfig,
+    changed_document,
+    key_from_env,
+    load_results,
+    run_experiment,
+)
+from pipeline.experiment_report import generate, load_run
+from pipeline.ingest import ingest
+from pipeline.simulate import SimulatorSettings, running
+from pipeline.simulate.cache import DeepSeekSettings
+from pipeline.warehouse import Warehouse
+
+DOCUMENT = Path(__file__).parent / "fixtures" / "experiment" / "document.txt"
+DOC_TOKENS = 211
+S_TOKENS, R_TOKENS = 9, 8
+SECRET = "sk-test-0123456789abcdefSECRET"
+
+
+@pytest.fixture(scope="module")
+def deepseek_url() -> Iterator[str]:
+    settings = SimulatorSettings(
+        rules="deepseek",
+        deepseek=DeepSeekSettings(build_delay_s=0.05),
+        base_latency_ms=1,
+        chunk_ms=0,
+    )
+    with running(settings) as url:
+        yield url
+
+
+def run(url: str, out: Path, **kw: Any) -> Any:
+    cfg = ExperimentConfig(
+        base_url=url, model="deepseek-chat", document=DOCUMENT, out_dir=out, wait_s=0.2, **kw
+    )
+    return run_experiment(cfg, {"CACHEAUDIT_API_KEY": SECRET})
+
+
+def test_step_four_changes_the_first_letter_or_digit_of_the_document() -> None:
+    assert changed_document("The harbour")[0] == "Uhe harbour"
+    assert changed_document("  z9")[0] == "  a9"
+    assert changed_document("- 9 lives")[1] == {"offset": 2, "from": "9", "to": "0"}
+    with pytest.raises(InputError):
+        changed_document("... !!!")
+
+
+def test_the_key_comes_from_the_environment_and_only_loopback_may_go_without() -> None:
+    assert key_from_env({"DEEPSEEK_API_KEY": "k1"}, None, "https://api.deepseek.com") == (
+        "k1",
+        "DEEPSEEK_API_KEY",
+    )
+    assert key_from_env({"MY_KEY": "k2"}, "MY_KEY", "https://x") == ("k2", "MY_KEY")
+    assert key_from_env({}, None, "http://127.0.0.1:8787") == (None, None)
+    with pytest.raises(UsageError):
+        key_from_env({"OPENAI_API_KEY": "k"}, "MY_KEY", "https://api.openai.com/v1")
+
+
+def test_the_plan_reproduces_deepseeks_pattern_through_capture_ingest_and_report(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "exp"
+    summary = run(deepseek_url, out, repeats=2)
+    assert (summary.requests, summary.failed) == (10, 0)
+    wh = Warehouse(tmp_path / "wh")
+    ingest(sorted((out / "capture").glob("*.jsonl")), wh, workers=1)
+    rows = load_run(out, wh).rows
+    assert [(r["repeat"], r["request"]) for r in rows] == [
+        (rep, req) for rep in (1, 2) for req in ("1", "2", "3a", "3b", "4")
+    ]
+    for repeat in (1, 2):
+        by = {r["request"]: r for r in rows if r["repeat"] == repeat}
+        miss = {k: r["input_tokens"] - r["cache_read_tokens"] for k, r in by.items()}
+        assert all(r["outcome"] == "ok" and r["usage_status"] == "reported" for r in by.values())
+        assert miss["2"] == 0  # step 2 hits the whole P+Q unit
+        # 3a misses P and everything after it; 3b hits P (+ the next <|user|>), misses only S.
+        assert miss["3a"] >= DOC_TOKENS + 1 + R_TOKENS + 1
+        assert miss["3b"] == S_TOKENS + 1
+        # 4: the change is in the document's first token, so all of P' + S is missed.
+        assert miss["4"] >= DOC_TOKENS + 1 + S_TOKENS + 1
+        assert by["3b"]["ttft_ms"] is not None
+    # The first repeat starts cold; nothing before the plan was sent with this key.
+    assert rows[0]["cache_read_tokens"] == 0
+
+    page = generate(out, wh, out / "report.html").read_text()
+    assert 'id="chart-experiment-tokens"' in page and 'id="chart-experiment-latency"' in page
+    assert "A single fast answer can be network luck" in page
+    assert "A single miss does not prove a prefix is not reusable" in page
+    assert "Different output text does not mean the cache failed" in page
+    assert "cacheaudit simulator, which applies published caching rules" in page
+    assert "<script src" not in page and "<link" not in page  # self-contained
+
+
+def test_the_api_key_is_never_written_and_its_variable_name_is(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "exp"
+    run(deepseek_url, out, repeats=1)
+    manifest, results = load_results(out)
+    assert manifest["api_key_env"] == "CACHEAUDIT_API_KEY"
+    assert len(results) == 5
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_the_tool_round_sends_the_call_back_and_hits_the_calls_input_plus_output(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    summary = run(deepseek_url, tmp_path / "exp", repeats=1, with_tool_round=True)
+    phases = [(r.request, r.phase) for r in summary.results]
+    assert phases[:2] == [("1", "tool_call"), ("1", "tool_result")]
+    assert len(phases) == 10
+    for call, result in zip(summary.results[::2], summary.results[1::2], strict=True):
+        assert call.finish_reason == "tool_calls" and call.ttft_ms is None
+        # DeepSeek persists a unit at the end of the output: the follow-up reads at least that
+        # (step 2 repeats step 1's follow-up exactly, so it reads its whole input).
+        assert result.cache_read_tokens >= call.input_tokens + call.output_tokens
+        assert result.ttft_ms is not None
+    first_call, first_result = summary.results[:2]
+    assert first_result.cache_read_tokens == first_call.input_tokens + first_call.output_tokens
+    assert summary.results[3].cache_read_tokens == summary.results[3].input_tokens
+
+
+def test_the_report_says_how_many_requests_had_unknown_usage(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    from pipeline.experiment_report import build_page
+    from pipeline.reports.page import render
+
+    out = tmp_path / "exp"
+    run(deepseek_url, out, repeats=1)
+    wh = Warehouse(tmp_path / "wh")
+    ingest(sorted((out / "capture").glob("*.jsonl")), wh, workers=1)
+    loaded = load_run(out, wh)
+    loaded.rows[0]["cache_read_tokens"] = None
+    html = render(build_page(loaded, ""))
+    assert "1 request(s) with unknown usage are not drawn" in html
+
+
+def test_reporting_a_run_that_was_not_ingested_says_what_to_do(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    from pipeline.errors import NotFoundError
+
+    out = tmp_path / "exp"
+    run(deepseek_url, out, repeats=1)
+    with pytest.raises(NotFoundError) as info:
+        generate(out, Warehouse(tmp_path / "empty"), out / "r.html")
+    assert "cacheaudit ingest" in (info.value.hint or "")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_the_cli_runs_simulator_experiment_ingest_and_report(tmp_path: Path) -> None:
+    env = {**os.environ, "TZ": "UTC", "CACHEAUDIT_API_KEY": SECRET}
+    env.pop("CACHEAUDIT_WAREHOUSE", None)
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "simulate",
+            "serve",
+            "--rules",
+            "deepseek",
+            "--port",
+            str(port),
+            "--build-delay",
+            "0.05",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "server did not start"
+                time.sleep(0.05)
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            done = subprocess.run(
+                [sys.executable, "-m", "pipeline", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            return done
+
+        out = tmp_path / "exp"
+        ran = cli(
+            "experiment",
+            "run",
+            "--base-url",
+            base,
+            "--model",
+            "deepseek-chat",
+            "--document",
+            str(DOCUMENT),
+            "--repeats",
+            "1",
+            "--wait",
+            "0.2",
+            "--out",
+            str(out),
+        )
+        assert "5 requests, 0 not ok" in ran.stderr
+        assert ran.stdout.strip() == load_results(out)[0]["run_id"]
+        cli("ingest", str(out / "capture"), "-w", str(out / "warehouse"))
+        reported = cli("experiment", "report", str(out))
+        assert Path(reported.stdout.strip()) == out / "report.html"
+        assert (out / "report.html").stat().st_size > 100_000  # the Vega bundle is inlined
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_the_plan_on_anthropic_rules_reads_p_at_once_through_the_document_breakpoint(
+    tmp_path: Path,
+) -> None:
+    settings = SimulatorSettings(rules="anthropic", anthropic_min_tokens=64, chunk_ms=0)
+    with running(settings) as url:
+        cfg = ExperimentConfig(
+            base_url=url,
+            model="claude-sonnet-4-5",
+            document=DOCUMENT,
+            out_dir=tmp_path / "exp",
+            repeats=1,
+            wait_s=0.05,
+            api="messages",
+        )
+        results = {r.request: r for r in run_experiment(cfg, {}).results}
+    first, second = results["1"], results["2"]
+    assert first.cache_read_tokens == 0 and first.cache_write_tokens == first.input_tokens
+    assert second.cache_read_tokens == second.input_tokens  # the last breakpoint is read
+    # Unlike DeepSeek, 3a already reads through P: only the question block is written.
+    assert results["3a"].cache_write_tokens == R_TOKENS
+    assert results["3b"].cache_write_tokens == S_TOKENS
+    four = results["4"]
+    assert four.cache_read_tokens is not None and four.cache_write_tokens is not None
+    assert four.cache_read_tokens + DOC_TOKENS < results["3b"].cache_read_tokens
+    assert four.cache_write_tokens == four.input_tokens - four.cache_read_tokens

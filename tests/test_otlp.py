@@ -1,0 +1,166 @@
+"""OTLP/JSON GenAI spans as the third input format."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from pipeline.normalise import Normalised, RejectRecord, Skip, normalise
+from pipeline.records import Exchange, Reject
+from pipeline.sources import detect_format
+from pipeline.sources.otlp import iter_otlp
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "otlp" / "genai_spans.jsonl"
+
+
+def normalised() -> list[Normalised | str]:
+    out: list[Normalised | str] = []
+    for item in iter_otlp(FIXTURE):
+        if isinstance(item, Reject):
+            out.append("reject")
+            continue
+        assert isinstance(item, Exchange)
+        try:
+            out.append(normalise(item, f"span{item.index}"))
+        except Skip:
+            out.append("skip")
+        except RejectRecord:
+            out.append("reject")
+    return out
+
+
+def test_the_otlp_file_exporter_format_is_detected_from_content() -> None:
+    assert detect_format(FIXTURE) == "otlp_json"
+
+
+def test_spans_are_read_in_order_with_non_genai_spans_skipped_and_bad_lines_rejected() -> None:
+    kinds = [x if isinstance(x, str) else "row" for x in normalised()]
+    # line 1: anthropic span, HTTP span, bedrock span; line 2: not JSON; line 3: error span.
+    assert kinds == ["row", "skip", "row", "reject", "row"]
+
+
+def test_a_current_convention_span_gives_inclusive_usage_and_timing() -> None:
+    first = normalised()[0]
+    assert isinstance(first, Normalised)
+    row = first.row
+    expected = {
+        "provider": "anthropic",
+        "api": "otel",
+        "host": "api.anthropic.com",
+        "model": "claude-sonnet-4-5-20250929",
+        "requested_model": "claude-sonnet-4-5",
+        "outcome": "ok",
+        "usage_status": "reported",
+        "input_tokens": 1532,
+        "cache_read_tokens": 1111,
+        "cache_write_tokens": 418,
+        "cache_write_1h_tokens": None,
+        "uncached_input_tokens": 3,
+        "output_tokens": 33,
+        "reasoning_tokens": None,
+        "stream": True,
+        "ttft_ms": 350.0,
+        "duration_ms": 1250.0,
+        "finish_reason": "end_turn",
+        "segment_count": 0,
+        "usage_semantics": "otel_genai",
+        "tags": ["service:support-bot"],
+    }
+    assert {k: row[k] for k in expected} == expected
+    assert row["started_at"] == datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
+    assert first.segments == []  # no content capture: no prompt bytes, no segments
+    assert row["request_id"] == "span0"
+
+
+def test_older_names_and_an_exclusive_input_count_are_corrected() -> None:
+    third = normalised()[2]
+    assert isinstance(third, Normalised)
+    row = third.row
+    # prompt_tokens 2 < cache read 1322: the emitter copied Bedrock's exclusive inputTokens.
+    assert (row["provider"], row["input_tokens"], row["cache_read_tokens"]) == (
+        "bedrock",
+        1324,
+        1322,
+    )
+    assert (row["uncached_input_tokens"], row["output_tokens"]) == (2, 5)
+    assert row["usage_semantics"] == "otel_exclusive_fixed"
+    assert row["model"] == "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+
+
+def test_an_error_span_with_captured_content_has_segments_and_no_usage() -> None:
+    last = normalised()[4]
+    assert isinstance(last, Normalised)
+    row = last.row
+    assert (row["outcome"], row["usage_status"], row["error_type"], row["status_code"]) == (
+        "http_error",
+        "missing",
+        "rate_limit_exceeded",
+        429,
+    )
+    assert row["error_message"] == "Rate limit reached"
+    assert row["input_tokens"] is None
+    assert [(s.kind, s.role) for s in last.segments] == [
+        ("tool", None),
+        ("system", "system"),
+        ("message", "user"),
+        ("message", "assistant"),
+    ]
+
+
+def test_otlp_ingests_through_the_cli(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    wh = tmp_path / "wh"
+    result = cli("ingest", str(FIXTURE), "--warehouse", str(wh))
+    assert result.returncode == 0, result.stderr
+    out = cli(
+        "sql",
+        "select provider, input_tokens, cache_read_tokens from requests order by provider",
+        "--format",
+        "json",
+        "--warehouse",
+        str(wh),
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [(r["provider"], r["input_tokens"], r["cache_read_tokens"]) for r in rows] == [
+        ("anthropic", 1532, 1111),
+        ("bedrock", 1324, 1322),
+        ("openai", None, None),
+    ]
+
+
+@pytest.mark.parametrize("code", [2, "STATUS_CODE_ERROR"])
+def test_span_status_error_is_read_from_the_enum_number_or_name(
+    code: object, tmp_path: Path
+) -> None:
+    doc = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "a",
+                                "spanId": "b",
+                                "startTimeUnixNano": "1782907200000000000",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.provider.name",
+                                        "value": {"stringValue": "openai"},
+                                    }
+                                ],
+                                "status": {"code": code},
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    (item,) = list(iter_otlp(path))
+    assert isinstance(item, Exchange)
+    assert normalise(item, "x").row["outcome"] == "http_error"
