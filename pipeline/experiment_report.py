@@ -18,20 +18,14 @@ import altair as alt
 
 from pipeline import sql
 from pipeline.errors import NotFoundError
-from pipeline.experiment import EXPERIMENT_TAG, PLAN, load_results
+from pipeline.experiment import PLAN, load_results
 from pipeline.reports import escape, footer, page
 from pipeline.reports.section import CHART_HEIGHT, CHART_WIDTH, Chart, Column, Section, spec, table
 from pipeline.warehouse import Warehouse
 
-# Only bound parameters; the run is selected by its tag.
-ROWS_SQL = """
-SELECT request_id, started_at, tags, provider, host, model, outcome, usage_status,
-       input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
-       ttfb_ms, ttft_ms, duration_ms, finish_reason
-FROM requests
-WHERE list_contains(tags, $experiment) AND list_contains(tags, $run)
-ORDER BY started_at
-"""
+# The view `experiment_requests` (queries/experiment_requests.sql) parses the plan tags; the run
+# is chosen with a bound parameter.
+ROWS_SQL = "SELECT * FROM experiment_requests WHERE run_id = $run ORDER BY started_at"
 
 PHASE_NAMES = {"question": "", "tool_call": "tool call", "tool_result": "tool result"}
 KINDS = ("read from cache", "written to cache", "not read")
@@ -102,15 +96,6 @@ class RunRows:
     rows: list[dict[str, Any]]
 
 
-def _tag_values(tags: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for tag in tags or []:
-        key, sep, value = tag.partition("=")
-        if sep:
-            out[key] = value
-    return out
-
-
 def _label(row: dict[str, Any]) -> str:
     phase = PHASE_NAMES.get(row["phase"], row["phase"])
     plan = next((p for p in PLAN if p.request == row["request"]), None)
@@ -122,18 +107,16 @@ def load_run(exp_dir: Path, wh: Warehouse, options: sql.SqlOptions | None = None
     manifest, _results = load_results(exp_dir)
     run_id = manifest["run_id"]
     con = sql.connect(wh, options=options)
-    rel = sql.run(con, ROWS_SQL, {"experiment": EXPERIMENT_TAG, "run": f"run={run_id}"})
+    rel = sql.run(con, ROWS_SQL, {"run": run_id})
     columns = rel.columns
     rows = []
     for values in rel.fetchall():
         row = dict(zip(columns, values, strict=True))
-        tags = _tag_values(row.pop("tags"))
         row.update(
-            repeat=int(tags.get("repeat", 0)),
-            step=tags.get("step", "?"),
-            request=tags.get("request", "?"),
-            phase=tags.get("phase", "question"),
-            order=int(tags.get("order", 0)),
+            repeat=row["repeat"] or 0,
+            step=row["step"] or "?",
+            request=row.pop("plan_request") or "?",
+            order=row.pop("plan_order") or 0,
         )
         row["label"] = _label(row)
         rows.append(row)
