@@ -48,12 +48,12 @@ class Agent:
 
 
 AGENTS = (
-    Agent("support-bot", "deepseek", "api.deepseek.com", "deepseek-chat", 6, 3, None, 0.5),
+    Agent("support-bot", "deepseek", "api.deepseek.com", "deepseek-v4-flash", 6, 3, None, 0.5),
     Agent(
         "research-agent",
         "deepseek",
         "api.deepseek.com",
-        "deepseek-chat",
+        "deepseek-v4-flash",
         5,
         4,
         "timestamp_in_system",
@@ -63,7 +63,7 @@ AGENTS = (
         "summariser-agent",
         "deepseek",
         "api.deepseek.com",
-        "deepseek-reasoner",
+        "deepseek-v4-pro",
         4,
         2,
         "history_rewritten",

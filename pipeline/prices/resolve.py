@@ -1,0 +1,85 @@
+"""Which price rows are in force for a model at an instant, in Python (for `prices show`).
+
+The SQL view `request_costs` applies the same rules per request; tests check they agree:
+1. a gateway prefix (`openai/` on OpenRouter, `models/` anywhere) picks the provider and is cut;
+2. an alias in force maps the name to the priced model (dated snapshots, `deepseek-chat`);
+3. price rows of that provider whose model pattern matches and whose interval holds the instant.
+Ranking among matching rows: user before shipped, preferred currency, more condition clauses,
+exact name before pattern, later effective_from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from fnmatch import fnmatchcase
+
+from pipeline.prices.loader import PriceTables
+from pipeline.prices.rows import CURRENCY_PREFERENCE, Alias, PriceRow, is_pattern
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    provider: str
+    requested: str
+    model: str  # the name price rows are looked up by
+    alias: Alias | None
+
+
+def currency_rank(currency: str) -> int:
+    try:
+        return CURRENCY_PREFERENCE.index(currency)
+    except ValueError:
+        return len(CURRENCY_PREFERENCE)
+
+
+def resolve(tables: PriceTables, provider: str, model: str, at: datetime) -> Resolution:
+    provider, model = provider.lower(), model.lower()
+    if "/" in model:
+        head, rest = model.split("/", 1)
+        matches = [p for p in tables.prefixes if p.prefix == head and p.gateway in (provider, "*")]
+        if matches:
+            best = min(matches, key=lambda p: (p.place.layer_rank, p.gateway == "*"))
+            provider, model = best.provider or provider, rest
+    aliases = [
+        a
+        for a in tables.aliases
+        if a.provider == provider and fnmatchcase(model, a.alias) and a.in_force(at)
+    ]
+    if not aliases:
+        return Resolution(provider, model, model, None)
+    best_alias = min(
+        aliases, key=lambda a: (a.place.layer_rank, is_pattern(a.alias), -len(a.alias))
+    )
+    return Resolution(provider, model, best_alias.model, best_alias)
+
+
+def rank_key(row: PriceRow) -> tuple[int, int, int, bool, float]:
+    start = row.effective_from.timestamp() if row.effective_from else float("-inf")
+    return (
+        row.place.layer_rank,
+        currency_rank(row.currency),
+        -row.condition.specificity,
+        is_pattern(row.model),
+        -start,
+    )
+
+
+def rows_in_force(tables: PriceTables, res: Resolution, at: datetime) -> list[PriceRow]:
+    """Every row for the model in force at `at` (all currencies and conditions), best first."""
+    rows = [
+        r
+        for r in tables.prices
+        if r.provider == res.provider and fnmatchcase(res.model, r.model) and r.in_force(at)
+    ]
+    return sorted(rows, key=rank_key)
+
+
+def pick(
+    tables: PriceTables, res: Resolution, at: datetime, prompt_tokens: int | None
+) -> PriceRow | None:
+    """The row that prices a request (what request_costs picks), or None."""
+    for row in rows_in_force(tables, res, at):
+        if row.condition.holds(at, prompt_tokens):
+            return row
+    return None

@@ -1,0 +1,266 @@
+-- name: request_costs
+-- inputs: requests, expected_cache, price_rows_source, price_windows_source, model_aliases_source, gateway_prefixes_source, price_digest_source
+-- output: one row per request, priced with the price row in force at the request's own
+--   timestamp (schemas/request_costs.json documents every column). Unpriced is NULL with
+--   unpriced_reason, never 0. A cost the provider reported (OpenRouter) wins and is labelled.
+--   Buckets: uncached input at the miss price, cache read at the hit price, 5m writes
+--   (cache_write - cache_write_1h; or the provider's single write price), 1h writes, output.
+WITH source AS (
+    SELECT
+        row_number() OVER ()            AS req_key,
+        request_id, started_at, provider, model,
+        input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
+        uncached_input_tokens, output_tokens, reported_cost,
+        lower(model)                    AS model_lc,
+        started_at AT TIME ZONE 'UTC'   AS utc_wall
+    FROM requests
+),
+
+-- A gateway prefix (openai/ on OpenRouter; models/ anywhere) names whose prices apply.
+gateway AS (
+    SELECT s.req_key, g.prefix, g.provider AS prefix_provider
+    FROM source AS s
+    JOIN gateway_prefixes_source AS g
+        ON strpos(s.model_lc, '/') > 0
+        AND g.prefix = split_part(s.model_lc, '/', 1)
+        AND (g.gateway = s.provider OR g.gateway = '*')
+    QUALIFY row_number() OVER (
+        PARTITION BY s.req_key ORDER BY g.layer_rank, g.gateway = '*', g.row_id
+    ) = 1
+),
+
+named AS (
+    SELECT
+        s.*,
+        CASE WHEN g.prefix IS NULL THEN s.provider
+             ELSE coalesce(g.prefix_provider, s.provider) END           AS lookup_provider,
+        CASE WHEN g.prefix IS NULL THEN s.model_lc
+             ELSE substr(s.model_lc, length(g.prefix) + 2) END          AS lookup_model
+    FROM source AS s
+    LEFT JOIN gateway AS g USING (req_key)
+),
+
+-- Dated snapshots and moving names (deepseek-chat) map to the priced model while in force.
+alias_match AS (
+    SELECT n.req_key, a.model AS alias_model, a.row_id AS alias_row
+    FROM named AS n
+    JOIN model_aliases_source AS a
+        ON a.provider = n.lookup_provider
+        AND n.lookup_model GLOB a.alias
+        AND (a.effective_from IS NULL OR n.started_at >= a.effective_from)
+        AND (a.effective_to IS NULL OR n.started_at < a.effective_to)
+    QUALIFY row_number() OVER (
+        PARTITION BY n.req_key
+        ORDER BY a.layer_rank, a.alias_is_pattern, length(a.alias) DESC, a.row_id
+    ) = 1
+),
+
+resolved AS (
+    SELECT
+        n.*,
+        m.alias_row,
+        coalesce(m.alias_model, n.lookup_model)                         AS price_model,
+        hour(n.utc_wall) * 3600 + minute(n.utc_wall) * 60 + second(n.utc_wall)
+                                                                        AS utc_second,
+        isodow(n.utc_wall)                                              AS utc_weekday
+    FROM named AS n
+    LEFT JOIN alias_match AS m USING (req_key)
+),
+
+in_force AS (
+    SELECT r.req_key, p.*
+    FROM resolved AS r
+    JOIN price_rows_source AS p
+        ON p.provider = r.lookup_provider
+        AND r.price_model GLOB p.model
+        AND (p.effective_from IS NULL OR r.started_at >= p.effective_from)
+        AND (p.effective_to IS NULL OR r.started_at < p.effective_to)
+),
+
+-- Conditions: time-of-day window, weekday, whole-prompt size. The best row wins: user before
+-- shipped, preferred currency, more condition clauses, exact name, later start.
+chosen AS (
+    SELECT f.*
+    FROM in_force AS f
+    JOIN resolved AS r USING (req_key)
+    LEFT JOIN price_windows_source AS w
+        ON w.row_id = f.row_id
+        AND r.utc_second >= w.start_second
+        AND r.utc_second < w.end_second
+    WHERE (f.min_prompt_tokens IS NULL OR r.input_tokens >= f.min_prompt_tokens)
+        AND (f.weekdays IS NULL OR list_contains(f.weekdays, r.utc_weekday))
+        AND (NOT f.has_time_window OR w.row_id IS NOT NULL)
+    QUALIFY row_number() OVER (
+        PARTITION BY f.req_key
+        ORDER BY f.layer_rank, f.currency_rank, f.specificity DESC, f.model_is_pattern,
+            f.effective_from DESC NULLS LAST, f.row_id
+    ) = 1
+),
+
+priced AS (
+    SELECT
+        r.*,
+        c.row_id                        AS price_row,
+        c.layer                         AS price_layer,
+        c.condition                     AS price_condition,
+        c.currency                      AS price_currency,
+        c.input_cache_miss_per_mtok     AS p_miss,
+        c.input_cache_hit_per_mtok      AS p_hit,
+        c.cache_write_5m_per_mtok       AS p_w5m,
+        c.cache_write_1h_per_mtok       AS p_w1h,
+        c.output_per_mtok               AS p_out,
+        c.row_id IS NOT NULL            AS has_row,
+        EXISTS (
+            SELECT 1 FROM price_rows_source AS k
+            WHERE k.provider = r.lookup_provider AND r.price_model GLOB k.model
+        )                               AS model_known,
+        r.cache_write_tokens - coalesce(r.cache_write_1h_tokens, 0)     AS w5m_tokens,
+        CASE WHEN r.cache_write_tokens IS NOT NULL
+             THEN coalesce(r.cache_write_1h_tokens, 0) END              AS w1h_tokens
+    FROM resolved AS r
+    LEFT JOIN chosen AS c USING (req_key)
+),
+
+-- tokens x price per million; 0 tokens cost 0 even without a price; no row -> NULL.
+buckets AS (
+    SELECT
+        *,
+        CASE WHEN NOT has_row THEN NULL WHEN uncached_input_tokens = 0 THEN 0::DOUBLE
+             ELSE uncached_input_tokens * p_miss / 1e6 END              AS c_unc,
+        CASE WHEN NOT has_row THEN NULL WHEN cache_read_tokens = 0 THEN 0::DOUBLE
+             ELSE cache_read_tokens * p_hit / 1e6 END                   AS c_read,
+        CASE WHEN NOT has_row THEN NULL WHEN w5m_tokens = 0 THEN 0::DOUBLE
+             ELSE w5m_tokens * p_w5m / 1e6 END                          AS c_w5m,
+        CASE WHEN NOT has_row THEN NULL WHEN w1h_tokens = 0 THEN 0::DOUBLE
+             ELSE w1h_tokens * p_w1h / 1e6 END                          AS c_w1h,
+        CASE WHEN NOT has_row THEN NULL WHEN output_tokens = 0 THEN 0::DOUBLE
+             ELSE output_tokens * p_out / 1e6 END                       AS c_out,
+        CASE WHEN NOT has_row THEN NULL WHEN input_tokens = 0 THEN 0::DOUBLE
+             ELSE input_tokens * p_miss / 1e6 END                       AS c_all_miss
+    FROM priced
+),
+
+computed AS (
+    SELECT
+        *,
+        -- Unreported writes (DeepSeek, Gemini, older OpenAI) are already inside the uncached
+        -- bucket (requests.uncached_input_tokens counts them as none), so they add nothing.
+        c_unc + c_read
+            + CASE WHEN cache_write_tokens IS NULL THEN 0::DOUBLE ELSE c_w5m + c_w1h END
+            + c_out                                                     AS cost_computed,
+        c_all_miss + c_out                                              AS cost_no_cache_computed,
+        CASE
+            WHEN input_tokens IS NULL THEN 'usage_unknown'
+            WHEN cache_read_tokens IS NULL THEN 'cache_read_unknown'
+            WHEN output_tokens IS NULL THEN 'output_unknown'
+            WHEN model IS NULL THEN 'model_unknown'
+            WHEN NOT has_row AND model_known THEN 'no_price_at_time'
+            WHEN NOT has_row THEN 'no_price_for_model'
+            WHEN c_unc IS NULL THEN 'no_price_for_uncached_input'
+            WHEN c_read IS NULL THEN 'no_price_for_cache_read'
+            WHEN cache_write_tokens IS NOT NULL AND c_w5m IS NULL THEN 'no_price_for_cache_write_5m'
+            WHEN cache_write_tokens IS NOT NULL AND c_w1h IS NULL THEN 'no_price_for_cache_write_1h'
+            WHEN c_out IS NULL THEN 'no_price_for_output'
+        END                                                             AS unpriced_reason,
+        -- OpenRouter reports usage.cost in USD (schemas/requests.json, reported_cost).
+        CASE WHEN reported_cost IS NULL THEN price_currency
+             WHEN provider = 'openrouter' THEN 'USD' END                AS currency
+    FROM buckets
+),
+
+-- Ideal: every token expected_cache says was reusable is read from the cache. The extra reads
+-- come out of the 1h writes first, then 5m writes, then uncached input (the prefix order);
+-- fewer expected than actual reads turn the difference into uncached input.
+ideal_tokens AS (
+    SELECT
+        c.*,
+        e.expected_read_tokens,
+        -- least/greatest skip NULLs in DuckDB, so an unknown expectation is kept NULL here.
+        CASE WHEN e.expected_read_tokens IS NOT NULL
+             THEN least(greatest(e.expected_read_tokens, 0), c.input_tokens)
+                  - c.cache_read_tokens END                             AS delta
+    FROM computed AS c
+    LEFT JOIN expected_cache AS e
+        ON e.request_id = c.request_id
+),
+
+ideal_moves AS (
+    SELECT
+        *,
+        least(greatest(delta, 0), coalesce(w1h_tokens, 0))              AS move_1h,
+        least(greatest(delta, 0) - least(greatest(delta, 0), coalesce(w1h_tokens, 0)),
+              coalesce(w5m_tokens, 0))                                  AS move_5m
+    FROM ideal_tokens
+),
+
+ideal_buckets AS (
+    SELECT
+        *,
+        uncached_input_tokens - (greatest(delta, 0) - move_1h - move_5m) + greatest(-delta, 0)
+                                                                        AS ideal_unc,
+        cache_read_tokens + delta                                       AS ideal_read,
+        w5m_tokens - move_5m                                            AS ideal_w5m,
+        w1h_tokens - move_1h                                            AS ideal_w1h
+    FROM ideal_moves
+),
+
+ideal AS (
+    SELECT
+        *,
+        CASE WHEN ideal_unc = 0 THEN 0::DOUBLE ELSE ideal_unc * p_miss / 1e6 END
+        + CASE WHEN ideal_read = 0 THEN 0::DOUBLE ELSE ideal_read * p_hit / 1e6 END
+        + CASE WHEN ideal_w5m IS NULL OR ideal_w5m = 0 THEN 0::DOUBLE
+               ELSE ideal_w5m * p_w5m / 1e6 END
+        + CASE WHEN ideal_w1h IS NULL OR ideal_w1h = 0 THEN 0::DOUBLE
+               ELSE ideal_w1h * p_w1h / 1e6 END
+        + c_out                                                         AS ideal_raw
+    FROM ideal_buckets
+),
+
+final AS (
+    SELECT
+        i.request_id,
+        i.started_at,
+        i.provider,
+        i.model,
+        i.lookup_provider                                               AS price_provider,
+        i.price_model,
+        i.alias_row,
+        i.price_row,
+        i.price_layer,
+        i.price_condition,
+        i.currency,
+        i.input_tokens,
+        i.cache_read_tokens,
+        i.w5m_tokens                                                    AS cache_write_5m_tokens,
+        i.w1h_tokens                                                    AS cache_write_1h_tokens,
+        i.uncached_input_tokens,
+        i.output_tokens,
+        i.c_unc                                                         AS cost_uncached_input,
+        i.c_read                                                        AS cost_cache_read,
+        i.c_w5m                                                         AS cost_cache_write_5m,
+        i.c_w1h                                                         AS cost_cache_write_1h,
+        i.c_out                                                         AS cost_output,
+        i.cost_computed,
+        i.reported_cost,
+        coalesce(i.reported_cost, i.cost_computed)                      AS cost_total,
+        CASE WHEN i.reported_cost IS NOT NULL THEN 'reported'
+             WHEN i.cost_computed IS NOT NULL THEN 'computed' END       AS cost_source,
+        i.unpriced_reason,
+        CASE WHEN i.currency = i.price_currency
+             THEN i.cost_no_cache_computed END                          AS cost_without_cache,
+        CASE WHEN i.currency = i.price_currency
+             THEN i.cost_no_cache_computed - coalesce(i.reported_cost, i.cost_computed)
+        END                                                             AS savings,
+        i.expected_read_tokens,
+        CASE WHEN i.currency = i.price_currency AND i.cost_computed IS NOT NULL
+             THEN coalesce(i.reported_cost, i.cost_computed) - (i.cost_computed - i.ideal_raw)
+        END                                                             AS cost_if_ideal,
+        CASE WHEN i.currency = i.price_currency AND i.cost_computed IS NOT NULL
+             THEN i.cost_computed - i.ideal_raw END                     AS left_on_table,
+        d.price_digest
+    FROM ideal AS i
+    CROSS JOIN price_digest_source AS d
+)
+
+SELECT * FROM final ORDER BY started_at, request_id

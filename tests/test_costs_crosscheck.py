@@ -1,0 +1,275 @@
+"""Cross-check request_costs against an independent implementation, genai-prices (pydantic).
+
+For requests whose models both know, totals must agree within 0.1%. Every known difference is
+listed in EXPLAINED with the reason and the genai-prices total it was checked against, so a
+change on either side fails the test rather than passing silently.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import sql as sqlmod
+
+genai_prices = pytest.importorskip("genai_prices")
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
+_spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
+assert _spec and _spec.loader
+tiny = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tiny)
+
+# (id, provider, model, timestamp, input, cache read, cache write, of which 1h, output)
+CASES = [
+    (
+        "gpt41_demo_day",
+        "openai",
+        "gpt-4.1-2025-04-14",
+        "2026-11-16T08:00Z",
+        10_000,
+        8_064,
+        None,
+        None,
+        500,
+    ),
+    (
+        "gpt41mini_demo_day",
+        "openai",
+        "gpt-4.1-mini-2025-04-14",
+        "2026-11-16T09:00Z",
+        20_000,
+        12_032,
+        None,
+        None,
+        800,
+    ),
+    ("gpt4o", "openai", "gpt-4o-2024-08-06", "2025-01-10T12:00Z", 5_000, 2_048, None, None, 300),
+    ("gpt4o_mini", "openai", "gpt-4o-mini", "2025-01-10T12:00Z", 5_000, 2_048, None, None, 300),
+    ("o3_after_cut", "openai", "o3", "2025-07-01T00:00Z", 50_000, 20_000, None, None, 4_000),
+    ("o3_launch", "openai", "o3", "2025-05-01T00:00Z", 50_000, 20_000, None, None, 4_000),
+    ("gpt56_sol", "openai", "gpt-5.6-sol", "2026-11-16T08:00Z", 4_020, 0, 4_012, None, 100),
+    (
+        "sonnet45_writes",
+        "anthropic",
+        "claude-sonnet-4-5-20250929",
+        "2025-11-01T00:00Z",
+        18_000,
+        10_000,
+        6_000,
+        4_000,
+        1_000,
+    ),
+    (
+        "sonnet45_long",
+        "anthropic",
+        "claude-sonnet-4-5",
+        "2025-11-01T00:00Z",
+        250_000,
+        100_000,
+        20_000,
+        0,
+        2_000,
+    ),
+    ("haiku45", "anthropic", "claude-haiku-4-5", "2025-11-01T00:00Z", 9_000, 4_096, 1_000, 0, 700),
+    (
+        "opus45",
+        "anthropic",
+        "claude-opus-4-5",
+        "2025-12-01T00:00Z",
+        9_000,
+        4_096,
+        1_000,
+        1_000,
+        700,
+    ),
+    (
+        "gemini25pro",
+        "google",
+        "gemini-2.5-pro",
+        "2025-11-05T00:00Z",
+        30_000,
+        10_000,
+        None,
+        None,
+        2_000,
+    ),
+    (
+        "gemini25pro_long",
+        "google",
+        "gemini-2.5-pro",
+        "2025-11-05T00:00Z",
+        300_000,
+        100_000,
+        None,
+        None,
+        2_000,
+    ),
+    (
+        "gemini25flash",
+        "google",
+        "gemini-2.5-flash",
+        "2025-11-05T00:00Z",
+        30_000,
+        10_000,
+        None,
+        None,
+        2_000,
+    ),
+    (
+        "ds_chat_offpeak",
+        "deepseek",
+        "deepseek-chat",
+        "2025-03-03T23:00Z",
+        1_000_000,
+        400_000,
+        None,
+        None,
+        100_000,
+    ),
+    (
+        "ds_chat_standard",
+        "deepseek",
+        "deepseek-chat",
+        "2025-03-04T08:00Z",
+        1_000_000,
+        400_000,
+        None,
+        None,
+        100_000,
+    ),
+    (
+        "ds_reasoner_standard",
+        "deepseek",
+        "deepseek-reasoner",
+        "2025-03-04T08:00Z",
+        1_000_000,
+        400_000,
+        None,
+        None,
+        100_000,
+    ),
+    (
+        "ds_chat_v32",
+        "deepseek",
+        "deepseek-chat",
+        "2025-10-15T08:00Z",
+        1_000_000,
+        400_000,
+        None,
+        None,
+        100_000,
+    ),
+    (
+        "ds_v4flash_may",
+        "deepseek",
+        "deepseek-v4-flash",
+        "2026-05-01T12:00Z",
+        1_000_000,
+        400_000,
+        None,
+        None,
+        100_000,
+    ),
+    (
+        "ds_v4flash_may_morning",
+        "deepseek",
+        "deepseek-v4-flash",
+        "2026-05-01T08:00Z",
+        1_000_000,
+        400_000,
+        None,
+        None,
+        100_000,
+    ),
+    (
+        "ds_v4flash_nov_peak",
+        "deepseek",
+        "deepseek-v4-flash",
+        "2026-11-16T08:00Z",
+        1_000_000,
+        400_000,
+        None,
+        None,
+        100_000,
+    ),
+]
+
+# id -> (genai-prices total it was checked against, why the two differ by more than 0.1%)
+EXPLAINED: dict[str, tuple[float, str]] = {
+    # Ours: o3 launch row 10 / 2.50 / 40 (research: LiteLLM copy commit 30c32a6).
+    # genai-prices gives the launch period a 0.50 cached price: 30,000 x 10 + 20,000 x 0.5 +
+    # 4,000 x 40 = 0.47 vs ours 0.30 + 0.05 + 0.16 = 0.51. The research row is sourced; kept.
+    "o3_launch": (0.47, "cached price at o3 launch: 2.50 (research) vs 0.50 (genai-prices)"),
+    # genai-prices has a 2026-08-21 price change for gpt-5.6-sol (4 / 0.4 / 5 write / 20) that
+    # the research does not have; ours stays at 5 / 0.5 / 6.25 / 30:
+    # 8 x 5 + 4,012 x 6.25 + 100 x 30 = 0.028115 vs genai 8 x 4 + 4,012 x 5 + 100 x 20 = 0.022092.
+    "gpt56_sol": (0.022092, "genai-prices has an Aug-2026 gpt-5.6-sol cut not in the research"),
+    # genai-prices' deepseek-chat entry carries only the 2025 V3 prices (with the off-peak
+    # window) and no dates, so in Oct 2025 it still prices V3 standard:
+    # 0.162 + 0.028 + 0.11 = 0.30; ours is the V3.2 row 0.28 / 0.028 / 0.42 = 0.1792.
+    "ds_chat_v32": (0.30, "genai-prices deepseek-chat has no dated history after V3"),
+    # From 2026-09-10 genai-prices prices deepseek-v4-flash at the V4.1-Flash rates (peak
+    # 0.30 / 0.006 / 1.2): 0.18 + 0.0024 + 0.12 = 0.3024. The research lists V4.1-Flash as the
+    # separate model deepseek-flash and keeps deepseek-v4-flash at peak 0.44 / 0.014 / 1.32.
+    # genai-prices' peak-hour variants (01-04, 06-10 UTC) carry no start date, so they already
+    # apply in May 2026 (0.3024 as below); peak billing began 2026-08-16 16:00 UTC (research),
+    # so ours is the flat post-hit-cut price 0.084 + 0.00112 + 0.028 = 0.11312.
+    "ds_v4flash_may_morning": (0.3024, "genai-prices applies peak hours before 2026-08-16"),
+    "ds_v4flash_nov_peak": (0.3024, "genai-prices maps v4-flash to V4.1-Flash prices"),
+}
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float | None]:
+    rows = [
+        tiny.request(
+            cid, utc(ts), provider, model, input_tokens=inp, cache_read_tokens=read,
+            cache_write_tokens=write, cache_write_1h_tokens=write_1h, output_tokens=out,
+        )
+        for cid, provider, model, ts, inp, read, write, write_1h, out in CASES
+    ]  # fmt: skip
+    wh = tiny.write(tmp_path_factory.mktemp("crosscheck") / "warehouse", rows)
+    con = sqlmod.connect(wh)
+    return dict(con.sql("SELECT request_id, cost_total FROM request_costs").fetchall())
+
+
+def theirs(provider: str, model: str, ts: str, inp: int, read: int, write: Any,
+           write_1h: Any, out: int) -> float:  # fmt: skip
+    usage: dict[str, int] = {"input_tokens": inp, "cache_read_tokens": read, "output_tokens": out}
+    if write is not None:
+        usage["cache_write_tokens"] = write
+    if write_1h:
+        usage["cache_write_1h_tokens"] = write_1h
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = genai_prices.calc_price(
+            genai_prices.Usage(**usage), model, provider_id=provider,
+            genai_request_timestamp=utc(ts),
+        )  # fmt: skip
+    return float(result.total_price)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_totals_agree_with_genai_prices_within_a_tenth_of_a_percent_or_are_explained(
+    ours: dict[str, float | None], case: tuple[Any, ...]
+) -> None:
+    cid, *args = case
+    mine = ours[cid]
+    assert mine is not None, f"{cid} is unpriced on our side"
+    other = theirs(*args)
+    if cid in EXPLAINED:
+        expected_other, _why = EXPLAINED[cid]
+        assert other == pytest.approx(expected_other, rel=1e-9)
+        assert abs(mine - other) > 0.001 * other
+    else:
+        assert mine == pytest.approx(other, rel=0.001)
