@@ -106,9 +106,10 @@ def _normalise(
 
         return normalise_span(exchange, request_id)
     parts = urlsplit(exchange.url)
+    host = parts.netloc.rpartition("@")[2]  # never user:password@ (sources redact it too)
     if exchange.method.upper() != "POST":
         raise Skip
-    route = providers.route(parts.netloc, parts.path, rules)
+    route = providers.route(host, parts.path, rules)
     if route is None or route.api not in DIALECTS:
         raise Skip
     dialect = DIALECTS[route.api]
@@ -144,7 +145,10 @@ def _normalise(
             )
         except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RejectRecord(f"{route.api} response not understood: {exc}") from exc
-        if exchange.capture_outcome == "interrupted" and response.outcome == "ok":
+        if (
+            exchange.capture_outcome in ("interrupted", "client_disconnected")
+            and response.outcome == "ok"
+        ):
             # The capture saw the connection cut; a body that looks complete may still lack
             # its usage chunk, but a usage already received stays reported.
             response.outcome = "interrupted"
@@ -167,6 +171,7 @@ def build(
     (OTel spans); otherwise they come from body offsets and the capture's chunk timings.
     """
     parts = urlsplit(exchange.url)
+    host = parts.netloc.rpartition("@")[2]  # never user:password@ (sources redact it too)
     segments, contents, last_prefix = hash_segments(
         request_id, [(s.kind, s.role, s.data) for s in request.segments]
     )
@@ -181,7 +186,7 @@ def build(
         "started_at": exchange.started_at,
         "provider": provider,
         "api": api,
-        "host": parts.netloc,
+        "host": host,
         "path": parts.path,
         "model": response.model or request.model,
         "requested_model": request.model,

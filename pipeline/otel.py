@@ -144,7 +144,20 @@ def span_usage(attrs: dict[str, Any]) -> Usage | None:
     if cached > usage.input_tokens:
         usage.input_tokens += cached
         usage.semantics = "otel_exclusive_fixed"
+    elif cached and _provider(attrs) in _EXCLUSIVE_PROVIDERS:
+        # The current conventions say input_tokens includes cache, but older Anthropic/Bedrock
+        # instrumentations copied the provider's exclusive count. When cache <= input we cannot
+        # tell the two apart, so the row says it rests on the convention.
+        usage.semantics = "otel_inclusive_assumed"
     return usage
+
+
+_EXCLUSIVE_PROVIDERS = frozenset({"anthropic", "aws.bedrock", "bedrock"})
+
+
+def _provider(attrs: dict[str, Any]) -> str:
+    value = attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or ""
+    return str(value).lower()
 
 
 def _is_genai(attrs: dict[str, Any]) -> bool:

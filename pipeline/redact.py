@@ -28,11 +28,19 @@ SECRET_QUERY_PARAMS = frozenset({"key", "api_key", "api-key", "apikey", "access_
 _KEY_HEADERS = ("x-api-key", "api-key", "x-goog-api-key", "authorization")
 REDACTED = "[REDACTED]"
 
-# Key-shaped strings that may appear in bodies or error text we keep as excerpts.
+# Key-shaped strings that may appear in bodies or error text we keep (excerpts, messages).
 _KEY_PATTERN = re.compile(
-    r"(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}"
-    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,})"
+    r"(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}"
+    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,})"
 )
+_PARAM_NAMES = "|".join(map(re.escape, sorted(SECRET_QUERY_PARAMS, key=len, reverse=True)))
+_HEADER_NAMES = "|".join(map(re.escape, sorted(SECRET_HEADERS, key=len, reverse=True)))
+# `?key=...` inside free text (an upstream's HTML error page quoting the URL, for instance).
+_PARAM_IN_TEXT = re.compile(rf"(?i)([?&;](?:{_PARAM_NAMES})=)[^&\s\"'#<>]+")
+# `api-key: ...` / `"x-api-key": "..."` inside free text.
+_HEADER_IN_TEXT = re.compile(rf"(?i)((?<![\w-])(?:{_HEADER_NAMES})\"?\s*[:=]\s*\"?)[^\s\"',;]+")
+# user:password@ in a URL.
+_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@")
 
 
 def fingerprint(secret: str) -> str:
@@ -71,6 +79,12 @@ def redact_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def redact_url(url: str) -> str:
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        # user:password@host carries a credential: keep only host[:port].
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        parts = parts._replace(netloc=netloc)
+        url = urlunsplit(parts)
     if not parts.query:
         return url
     pairs = parse_qsl(parts.query, keep_blank_values=True)
@@ -82,4 +96,8 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """Mask key-shaped substrings in free text (reject excerpts, error messages)."""
-    return _KEY_PATTERN.sub(REDACTED, text)
+    text = _KEY_PATTERN.sub(REDACTED, text)
+    text = _USERINFO.sub(rf"\1{REDACTED}@", text)
+    for pattern in (_PARAM_IN_TEXT, _HEADER_IN_TEXT):
+        text = pattern.sub(rf"\1{REDACTED}", text)
+    return text

@@ -32,7 +32,8 @@ class SseEvent:
 
 def _lines(body: bytes) -> Iterator[tuple[bytes, int, bool]]:
     """(line without its terminator, offset after the terminator, had a terminator)."""
-    pos = 0
+    # A UTF-8 byte-order mark would otherwise glue itself to the first field name.
+    pos = 3 if body.startswith(b"\xef\xbb\xbf") else 0
     size = len(body)
     while pos < size:
         nl = body.find(b"\n", pos)
@@ -176,3 +177,12 @@ def _value_end(body: bytes, start: int) -> int | None:
                 return i + 1
         i += 1
     return None
+
+
+def is_stream_body(body: bytes, stream_requested: bool) -> bool:
+    """Whether to read a body as a stream: by its shape first, the request flag second.
+
+    A gateway may ignore `"stream": true` and answer with one JSON object; reading that as SSE
+    would drop its usage. A body that starts like SSE is a stream whatever the request said.
+    """
+    return looks_like_sse(body) or (stream_requested and body.lstrip()[:1] != b"{")

@@ -38,7 +38,7 @@ from pipeline.dialects.common import (
 )
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
-from pipeline.streams import iter_sse, looks_like_sse
+from pipeline.streams import is_stream_body, iter_sse
 
 API = "chat_completions"
 
@@ -126,7 +126,7 @@ def parse_response(
 ) -> ResponseInfo:
     if status >= 400:
         return http_error(body)
-    if stream or looks_like_sse(body):
+    if is_stream_body(body, stream):
         return _parse_stream(body, provider)
     obj = loads_lenient(body)
     if not isinstance(obj, dict):
@@ -163,6 +163,7 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
     error_type: str | None = None
     error_message: str | None = None
     errored = False
+    usage_final = False  # usage seen on or after the finish chunk
     for event in iter_sse(body):
         data = event.data.strip()
         if data == b"[DONE]":
@@ -185,6 +186,9 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
             error_type = error_type or "error"
         if chunk.get("usage") is not None:
             usage_raw = chunk["usage"]
+            usage_final = finish is not None or any(
+                isinstance(c, dict) and c.get("finish_reason") for c in chunk.get("choices") or ()
+            )
         if isinstance(chunk.get("model"), str):
             model = chunk["model"]
         for choice in chunk.get("choices") or ():
@@ -200,8 +204,10 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
     usage = normalise_usage(usage_raw, provider)
     if errored:
         outcome = "stream_error"
-    elif usage is None and not done and finish is None:
+    elif not done and not usage_final:
         outcome = "interrupted"
+        if usage is not None:  # running totals of a cut stream: output not final
+            usage.output_tokens = usage.reasoning_tokens = None
     else:
         outcome = "ok"
     return ResponseInfo(

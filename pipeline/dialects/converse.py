@@ -113,7 +113,19 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
 
 
 def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
-    return read_usage(raw, USAGE_MAP)
+    if not isinstance(raw, dict):
+        return None
+    view = dict(raw)
+    for name, alias in (
+        ("cacheReadInputTokens", "cacheReadInputTokenCount"),
+        ("cacheWriteInputTokens", "cacheWriteInputTokenCount"),
+    ):
+        if view.get(name) is None and raw.get(alias) is not None:
+            view[name] = raw[alias]
+    usage = read_usage(view, USAGE_MAP)
+    if usage is not None:
+        usage.raw = raw
+    return usage
 
 
 def _error_type(headers: list[tuple[str, str]] | None) -> str | None:

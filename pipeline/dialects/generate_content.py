@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
-from pipeline.streams import iter_json_array, iter_sse_json, looks_like_sse
+from pipeline.streams import is_stream_body, iter_json_array, iter_sse_json
 
 API = "generate_content"
 
@@ -126,7 +126,7 @@ def _chunks(body: bytes, stream: bool) -> tuple[list[tuple[Any, int]], bool]:
     head = body.lstrip()[:1]
     if head == b"[":
         return list(iter_json_array(body)), True
-    if stream or looks_like_sse(body):
+    if is_stream_body(body, stream):
         return [(obj, end) for _, obj, end in iter_sse_json(body) if isinstance(obj, dict)], True
     return [(loads_lenient(body), len(body))], False
 
@@ -167,13 +167,14 @@ def parse_response(
         if text and first_text is None:
             first_text = end
     usage = normalise_usage(usage_raw)
+    if streamed and finish is None and usage is not None:
+        # Running totals of a stream that never finished (cut, or ended by an error): the
+        # prompt side is final, the output side is not.
+        usage.output_tokens = usage.reasoning_tokens = None
     if error_type is not None:
         outcome = "stream_error"
     elif streamed and finish is None:
         outcome = "interrupted"
-        if usage is not None:
-            # Running totals of a cut stream: the prompt side is final, the output side is not.
-            usage.output_tokens = usage.reasoning_tokens = None
     else:
         outcome = "ok"
     return ResponseInfo(

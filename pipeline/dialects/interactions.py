@@ -23,7 +23,7 @@ from typing import Any
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
-from pipeline.streams import iter_sse_json, looks_like_sse
+from pipeline.streams import is_stream_body, iter_sse_json
 
 API = "interactions"
 
@@ -101,7 +101,7 @@ def parse_response(
 ) -> ResponseInfo:
     if status >= 400:
         return http_error(body)
-    if stream or looks_like_sse(body):
+    if is_stream_body(body, stream):
         return _parse_stream(body)
     obj = loads_lenient(body)
     if not isinstance(obj, dict):

@@ -33,7 +33,7 @@ import orjson
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
-from pipeline.streams import iter_sse, looks_like_sse
+from pipeline.streams import is_stream_body, iter_sse
 
 API = "messages"
 
@@ -172,7 +172,7 @@ def parse_response(
 ) -> ResponseInfo:
     if status >= 400:
         return http_error(body)
-    if stream or looks_like_sse(body):
+    if is_stream_body(body, stream):
         return _parse_stream(body)
     obj = loads_lenient(body)
     if not isinstance(obj, dict):
@@ -236,6 +236,15 @@ def _parse_stream(body: bytes) -> ResponseInfo:
             delta_usage = obj.get("usage")
             if isinstance(delta_usage, dict):
                 usage = usage or {}
+                written = delta_usage.get("cache_creation_input_tokens")
+                if (
+                    written is not None
+                    and written != usage.get("cache_creation_input_tokens")
+                    and "cache_creation" not in delta_usage
+                ):
+                    # The write total moved without a new 5m/1h breakdown: message_start's
+                    # split no longer describes it, so the 1-hour part becomes unknown.
+                    usage.pop("cache_creation", None)
                 usage.update({k: v for k, v in delta_usage.items() if v is not None})
                 final_delta = True
             stop = (obj.get("delta") or {}).get("stop_reason")

@@ -27,7 +27,7 @@ import orjson
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
-from pipeline.streams import iter_sse, looks_like_sse
+from pipeline.streams import is_stream_body, iter_sse
 
 API = "responses"
 
@@ -130,7 +130,7 @@ def parse_response(
 ) -> ResponseInfo:
     if status >= 400:
         return http_error(body)
-    if stream or looks_like_sse(body):
+    if is_stream_body(body, stream):
         return _parse_stream(body)
     obj = loads_lenient(body)
     if not isinstance(obj, dict):
@@ -179,7 +179,11 @@ def _parse_stream(body: bytes) -> ResponseInfo:
             if kind in _TERMINAL:
                 final, terminal = response, kind
         if kind == "error":
-            inner = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+            inner = (
+                obj["error"]
+                if isinstance(obj.get("error"), dict)
+                else {k: v for k, v in obj.items() if k != "type"}
+            )
             etype, error_message = error_fields({"error": inner})
             error_type = etype or "error"
         elif (

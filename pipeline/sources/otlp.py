@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 
 from pipeline.records import Exchange, Reject
-from pipeline.redact import redact_text
 from pipeline.sources import open_binary
+from pipeline.sources.capture import redact_excerpt
 
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
@@ -146,7 +146,7 @@ def iter_otlp(path: Path) -> Iterator[Exchange | Reject]:
             try:
                 doc = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                excerpt = redact_text(line[:200].decode("utf-8", "replace"))
+                excerpt = redact_excerpt(line)
                 yield Reject(source, index, f"OTLP line is not JSON: {exc}", excerpt)
                 index += 1
                 continue
@@ -158,6 +158,6 @@ def iter_otlp(path: Path) -> Iterator[Exchange | Reject]:
                 try:
                     yield span_to_exchange(span, resource, source, index)
                 except (TypeError, ValueError, AttributeError, OverflowError) as exc:
-                    excerpt = redact_text(orjson.dumps(span)[:200].decode("utf-8", "replace"))
+                    excerpt = redact_excerpt(orjson.dumps(span))
                     yield Reject(source, index, f"OTLP span not readable: {exc}", excerpt)
                 index += 1
