@@ -1,0 +1,103 @@
+"""mitmproxy addon: record LLM API calls passing through mitmproxy as capture JSONL.
+
+    pip install 'cacheaudit[mitm]'        # mitmproxy in the same environment as cacheaudit
+    mitmdump -s "$(cacheaudit capture mitm-addon)" --set cacheaudit_out=capture
+
+Only POSTs to LLM API paths are recorded unless `--set cacheaudit_all=true`. Responses of
+recorded flows are streamed (not buffered by mitmproxy), so SSE reaches the client as it arrives
+and each chunk's arrival time is kept. This module needs mitmproxy; the flow -> record logic is
+in `pipeline.capture.mitm_flow`, which does not.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from mitmproxy import ctx, http
+
+from pipeline.capture.exchange import Hints
+from pipeline.capture.mitm_flow import ChunkTap, FlowSnapshot, snapshot_record, wanted
+from pipeline.capture.writer import CaptureWriter
+
+_TAP = "cacheaudit_tap"
+_DONE = "cacheaudit_written"
+
+
+def _headers(fields: Any) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields]
+
+
+class CacheauditRecorder:
+    def __init__(self) -> None:
+        self.writer: CaptureWriter | None = None
+
+    def load(self, loader: Any) -> None:
+        loader.add_option("cacheaudit_out", str, "capture", "Capture directory for cacheaudit.")
+        loader.add_option("cacheaudit_all", bool, False, "Record every flow, not only LLM APIs.")
+        loader.add_option("cacheaudit_agent", str, "", "Agent hint recorded with each exchange.")
+
+    def running(self) -> None:
+        self.writer = CaptureWriter(Path(ctx.options.cacheaudit_out))
+
+    def done(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.response is None or not wanted(
+            flow.request.method, flow.request.path, ctx.options.cacheaudit_all
+        ):
+            return
+        tap = ChunkTap(flow.response.headers.get("content-encoding"))
+        flow.metadata[_TAP] = tap
+        flow.response.stream = tap
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._write(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._write(flow)
+
+    def _write(self, flow: http.HTTPFlow) -> None:
+        if flow.metadata.get(_DONE) or self.writer is None:
+            return
+        if not wanted(flow.request.method, flow.request.path, ctx.options.cacheaudit_all):
+            return
+        flow.metadata[_DONE] = True
+        self.writer.write_record(snapshot_record(snapshot(flow), self._hints()))
+
+    def _hints(self) -> Hints:
+        return Hints(agent=ctx.options.cacheaudit_agent or None)
+
+
+def snapshot(flow: http.HTTPFlow) -> FlowSnapshot:
+    req, resp = flow.request, flow.response
+    snap = FlowSnapshot(
+        started_at=req.timestamp_start,
+        method=req.method,
+        url=req.url,
+        request_headers=_headers(req.headers.fields),
+        request_body=req.get_content(strict=False) or b"",
+        error=flow.error.msg if flow.error else None,
+        record_id=flow.id,
+    )
+    if resp is not None:
+        tap: ChunkTap | None = flow.metadata.get(_TAP)
+        snap.status = resp.status_code
+        snap.response_headers = _headers(resp.headers.fields)
+        snap.response_headers_at = resp.timestamp_start
+        if tap is not None:
+            snap.response_body, snap.chunks = bytes(tap.body), tap.chunks
+            snap.ended_at = tap.ended_at or resp.timestamp_end or time.time()
+            snap.decode_error = tap.decode_error
+        else:
+            body = resp.get_content(strict=False) or b""
+            snap.response_body = body
+            snap.chunks = [(resp.timestamp_end or resp.timestamp_start, len(body))] if body else []
+            snap.ended_at = resp.timestamp_end
+    return snap
+
+
+addons = [CacheauditRecorder()]

@@ -1,0 +1,427 @@
+"""The recording reverse proxy: a raw ASGI app served by uvicorn, forwarding with httpx.
+
+Each request is forwarded unchanged (hop-by-hop headers aside) to the upstream its route names;
+the response is passed back chunk by chunk the moment each chunk arrives, and recorded on the
+side. Faults become records, not crashes:
+- upstream unreachable -> 502 to the client, record outcome `upstream_unreachable`;
+- no response headers within the read timeout -> 504, `upstream_timeout`;
+- upstream dies or stalls mid-body -> the client's stream ends, `interrupted` with what arrived;
+- client goes away -> the upstream request is cancelled, `client_disconnected`.
+
+Clients may add `x-cacheaudit-session`, `x-cacheaudit-agent` and `x-cacheaudit-tags` (comma
+separated) headers; they become the record's hints and are not forwarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.cookiejar
+import signal
+import socket
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+import orjson
+import uvicorn
+
+from pipeline.capture.config import ProxyConfig, UpstreamRoute, exposure_warning, parse_listen
+from pipeline.capture.exchange import (
+    CLIENT_DISCONNECTED,
+    COMPLETE,
+    HOP_BY_HOP,
+    INTERRUPTED,
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_UNREACHABLE,
+    ExchangeRecorder,
+    Hints,
+    header_value,
+)
+from pipeline.capture.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, FsyncPolicy
+from pipeline.errors import NetworkError
+from pipeline.redact import redact_url
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Log = Callable[[str], None]
+
+HINT_HEADERS = ("x-cacheaudit-session", "x-cacheaudit-agent", "x-cacheaudit-tags")
+_DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", *HINT_HEADERS}
+
+
+def stderr_log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclass
+class ProxyOptions:
+    connect_timeout: float = 10.0
+    # Reasoning models can think for minutes before the first byte; 10 minutes without a byte
+    # is treated as an upstream timeout.
+    read_timeout: float = 600.0
+    verbose: bool = False
+    summary_every: float = 60.0
+
+
+@dataclass
+class Stats:
+    outcomes: Counter[str] = field(default_factory=Counter)
+    since_summary: Counter[str] = field(default_factory=Counter)
+
+    def add(self, outcome: str) -> None:
+        self.outcomes[outcome] += 1
+        self.since_summary[outcome] += 1
+
+    def summary(self, seconds: float, where: str) -> str | None:
+        if not self.since_summary:
+            return None
+        recent = sum(self.since_summary.values())
+        detail = ", ".join(f"{n} {k}" for k, n in sorted(self.since_summary.items()))
+        total = sum(self.outcomes.values())
+        self.since_summary.clear()
+        head = f"capture: {recent} exchanges in the last {seconds:g}s ({detail})"
+        return f"{head}; {total} total -> {where}"
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """The proxy serves many clients: a cookie one upstream sets must never ride on another
+    client's request, so the forwarding client stores none."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+def _error_body(kind: str, message: str) -> bytes:
+    return orjson.dumps({"error": {"type": kind, "message": f"cacheaudit proxy: {message}"}})
+
+
+class CaptureProxy:
+    """ASGI app. `writer` receives one record per forwarded exchange."""
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        writer: CaptureWriter,
+        options: ProxyOptions | None = None,
+        log: Log = stderr_log,
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.options = options or ProxyOptions()
+        self.log = log
+        self.stats = Stats()
+        self._client: httpx.AsyncClient | None = None
+        self._summary_task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _make_client(self) -> httpx.AsyncClient:
+        o = self.options
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout, pool=None),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
+            follow_redirects=False,  # the client sees redirects, as it would without us
+            cookies=http.cookiejar.CookieJar(policy=_NoCookies()),
+        )
+
+    async def startup(self) -> None:
+        self._client = self._make_client()
+        if not self.options.verbose and self.options.summary_every > 0:
+            self._summary_task = asyncio.create_task(self._summaries())
+
+    async def shutdown(self) -> None:
+        if self._inflight:  # exchanges cancelled at the end of the grace time: let them record
+            await asyncio.wait(self._inflight, timeout=5)
+        if self._summary_task is not None:
+            self._summary_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._summary_task
+        if self._client is not None:
+            await self._client.aclose()
+        self.writer.flush()
+        self._print_summary(0.0, final=True)
+
+    async def _summaries(self) -> None:
+        every = self.options.summary_every
+        while True:
+            await asyncio.sleep(every)
+            self._print_summary(every)
+
+    def _print_summary(self, seconds: float, final: bool = False) -> None:
+        where = str(self.writer.current_path or self.writer.out_dir)
+        if final:
+            total = sum(self.stats.outcomes.values())
+            detail = ", ".join(f"{n} {k}" for k, n in sorted(self.stats.outcomes.items()))
+            self.log(f"capture: stopped; {total} exchanges recorded ({detail or 'none'})")
+            return
+        line = self.stats.summary(seconds, where)
+        if line:
+            self.log(line)
+
+    # -- ASGI -------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+        # websockets are not LLM API calls we record; uvicorn rejects them for us
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.startup()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        path = scope.get("raw_path", scope["path"].encode()).decode("latin-1").split("?")[0]
+        route = self.config.route_for(scope["path"], header_value(raw_headers, "host"))
+        if route is None:
+            await _respond(send, 404, _error_body("no_route", f"no upstream for {scope['path']}"))
+            self.log(f"capture: no upstream configured for {scope['path']!r}; answered 404")
+            return
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client left before sending its request; nothing was forwarded
+        query = scope.get("query_string", b"").decode("latin-1")
+        # The clock starts once the whole request is here: the client's upload to us on this
+        # machine is not upstream time.
+        rec = ExchangeRecorder(
+            method=scope["method"],
+            url=route.target(path, query),
+            request_headers=[(k, v) for k, v in raw_headers if k.lower() not in _DROP_REQUEST],
+            request_body=body,
+            hints=_hints(raw_headers, route),
+        )
+        forward = asyncio.create_task(self._forward(rec, send))
+        self._inflight.add(forward)
+        forward.add_done_callback(self._inflight.discard)
+        watch = asyncio.create_task(_wait_disconnect(receive))
+        try:
+            await asyncio.wait({forward, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if not forward.done() and rec.outcome is None:  # the client went away first
+                if rec.saw_stream_end():  # an SDK closing right after the final event
+                    rec.finish(COMPLETE)
+                else:
+                    rec.finish(
+                        CLIENT_DISCONNECTED, "client disconnected; upstream request cancelled"
+                    )
+                forward.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await forward
+        except asyncio.CancelledError:  # server shutdown ran out of grace time
+            rec.finish(INTERRUPTED, "proxy shut down before the exchange finished")
+            forward.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await forward
+            raise
+        finally:
+            watch.cancel()
+
+    async def _forward(self, rec: ExchangeRecorder, send: Send) -> None:
+        """Forward one exchange. The record is written BEFORE the client sees the end of the
+        response, so an exchange the client saw finish is already on disk (in the kernel)."""
+        assert self._client is not None, "lifespan startup did not run"
+        response: httpx.Response | None = None
+        emitted = False
+        try:
+            request = httpx.Request(
+                rec.method, rec.url, headers=rec.request_headers, content=rec.request_body
+            )
+            try:
+                response = await self._client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                timeout = isinstance(exc, httpx.TimeoutException)
+                outcome = UPSTREAM_TIMEOUT if timeout else UPSTREAM_UNREACHABLE
+                rec.finish(outcome, f"{type(exc).__name__}: {exc}")
+                emitted = self._emit(rec)
+                await _respond(
+                    send, 504 if timeout else 502, _error_body(outcome, _describe(exc, rec))
+                )
+                return
+            headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw]
+            rec.on_response_headers(response.status_code, headers)
+            forwarded = [
+                (k, v)
+                for k, v in response.headers.raw
+                if k.decode("latin-1").lower() not in HOP_BY_HOP
+            ]
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": forwarded,
+                }
+            )
+            declared = header_value(headers, "content-length")
+            remaining = int(declared) if declared and declared.isdigit() else None
+            try:
+                async for chunk in response.aiter_raw():
+                    rec.on_chunk(chunk)
+                    if remaining is not None:
+                        remaining -= len(chunk)
+                        if remaining <= 0 and not emitted:  # this chunk completes the body
+                            rec.finish(COMPLETE)
+                            emitted = self._emit(rec)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx.HTTPError as exc:
+                rec.finish(INTERRUPTED, f"upstream stream ended early: {type(exc).__name__}: {exc}")
+                if declared is not None:
+                    return  # a short fixed-length body cannot end cleanly: uvicorn drops the line
+            rec.finish(COMPLETE)
+            if not emitted:
+                emitted = self._emit(rec)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if not emitted:
+                self._emit(rec)
+            if response is not None:
+                await response.aclose()
+
+    def _emit(self, rec: ExchangeRecorder) -> bool:
+        if rec.outcome is None:  # cancelled without a reason recorded
+            rec.finish(INTERRUPTED, "exchange cancelled")
+        self.writer.write_record(rec.record())
+        outcome = rec.outcome or INTERRUPTED
+        self.stats.add(outcome)
+        if self.options.verbose:
+            status = rec.status if rec.status is not None else "---"
+            ttfb = f"{rec.first_byte_ms:.0f}" if rec.first_byte_ms is not None else "-"
+            self.log(
+                f"{status} {rec.method} {redact_url(rec.url)} {rec.body_bytes} B"
+                f" ttfb {ttfb} ms total {rec.end_ms or 0:.0f} ms {outcome}"
+            )
+        return True
+
+
+def _describe(exc: Exception, rec: ExchangeRecorder) -> str:
+    return f"{type(exc).__name__} talking to {redact_url(rec.url)}: {exc}"
+
+
+def _hints(headers: list[tuple[str, str]], route: UpstreamRoute) -> Hints:
+    tags = header_value(headers, "x-cacheaudit-tags")
+    return Hints(
+        session_id=header_value(headers, "x-cacheaudit-session"),
+        agent=header_value(headers, "x-cacheaudit-agent") or route.agent,
+        tags=tuple(t.strip() for t in tags.split(",") if t.strip()) if tags else (),
+    )
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _respond(send: Send, status: int, body: bytes) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def bind(listen: str) -> socket.socket:
+    """A listening socket for `listen`; failures become a NetworkError with a hint."""
+    host, port = parse_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose proto
+    # says TCP, and without it Nagle holds a small SSE chunk back ~40 ms behind delayed ACKs.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise NetworkError(
+            f"cannot listen on {listen}: {exc.strerror or exc}",
+            hint="another process may use the port; pick another with --listen 127.0.0.1:PORT",
+        ) from exc
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus re-raising the stop signal after a graceful shutdown (which would
+    kill the process before the last records are written): SIGTERM/SIGINT stop it cleanly, a
+    second SIGINT forces the exit."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+
+def serve(
+    config: ProxyConfig,
+    out_dir: Path,
+    listen: str,
+    options: ProxyOptions | None = None,
+    *,
+    fsync: FsyncPolicy = "interval",
+    rotate_bytes: int | None = None,
+    log: Log = stderr_log,
+    grace_seconds: float = 10.0,
+) -> int:
+    """Run the proxy until SIGINT/SIGTERM; returns the number of exchanges recorded.
+
+    On a signal uvicorn stops accepting, lets exchanges in flight finish for `grace_seconds`,
+    then cancels the rest (recorded as interrupted); the writer is synced and closed last.
+    """
+    host, _ = parse_listen(listen)
+    warning = exposure_warning(host)
+    if warning:
+        log(warning)
+    sock = bind(listen)
+    writer = CaptureWriter(out_dir, fsync=fsync, rotate_bytes=rotate_bytes or DEFAULT_ROTATE_BYTES)
+    app = CaptureProxy(config, writer, options, log)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    for route in config.routes:
+        where = f"host {route.host} " if route.host else ""
+        entry = f"http://{shown}:{bound_port}{route.prefix.rstrip('/')}/..."
+        log(f"capture: {where}{entry} -> {route.url}")
+    log(f"capture: listening on http://{shown}:{bound_port}, writing to {out_dir} (Ctrl-C stops)")
+    server = _Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            lifespan="on",
+            server_header=False,  # pass the upstream's own Server and Date headers through
+            date_header=False,
+            timeout_graceful_shutdown=max(1, round(grace_seconds)),
+            access_log=False,
+        )
+    )
+    try:
+        server.run(sockets=[sock])
+    finally:
+        writer.close()
+        sock.close()
+    return sum(app.stats.outcomes.values())

@@ -1,0 +1,134 @@
+"""Routing several upstreams by path prefix or Host header, and the config file's errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+from fixtures.capture.fake_upstream import FakeUpstream
+from fixtures.capture.harness import capture_lines, serving
+
+from pipeline.capture.config import ProxyConfig, UpstreamRoute, load_config, parse_listen
+from pipeline.capture.proxy import CaptureProxy, ProxyOptions
+from pipeline.capture.writer import CaptureWriter
+from pipeline.errors import InputError, UsageError
+
+CONFIG = """
+listen = "127.0.0.1:9999"
+out = "captures"
+
+[[upstream]]
+prefix = "/deepseek"
+url = "https://api.deepseek.com"
+
+[[upstream]]
+prefix = "/deepseek/beta"
+url = "https://api.deepseek.com/beta"
+
+[[upstream]]
+host = "anthropic.localhost"
+url = "https://api.anthropic.com"
+agent = "claude-code"
+
+[[upstream]]
+url = "https://api.openai.com/"
+"""
+
+
+def _config(tmp_path: Path, text: str = CONFIG) -> ProxyConfig:
+    path = tmp_path / "upstreams.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def _target(cfg: ProxyConfig, path: str, host: str = "127.0.0.1:8787", query: str = "") -> str:
+    route = cfg.route_for(path, host)
+    assert route is not None
+    return route.target(path, query)
+
+
+def test_the_longest_prefix_wins_and_is_stripped(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    assert (cfg.listen, cfg.out) == ("127.0.0.1:9999", "captures")
+    assert _target(cfg, "/deepseek/chat/completions") == "https://api.deepseek.com/chat/completions"
+    assert (
+        _target(cfg, "/deepseek/beta/completions", query="x=1")
+        == "https://api.deepseek.com/beta/completions?x=1"
+    )
+    assert _target(cfg, "/deepseekx/v1/models") == "https://api.openai.com/deepseekx/v1/models"
+    assert _target(cfg, "/v1/chat/completions") == "https://api.openai.com/v1/chat/completions"
+
+
+def test_a_host_header_route_beats_a_prefix_route(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    assert (
+        _target(cfg, "/v1/messages", host="anthropic.localhost:8787")
+        == "https://api.anthropic.com/v1/messages"
+    )
+    route = cfg.route_for("/deepseek/x", "anthropic.localhost")
+    assert route is not None and route.agent == "claude-code"
+
+
+def test_without_a_catch_all_an_unrouted_path_has_no_upstream() -> None:
+    cfg = ProxyConfig(routes=[UpstreamRoute(url="https://api.deepseek.com", prefix="/deepseek")])
+    assert cfg.route_for("/v1/chat/completions", None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("listen = 1", "no [[upstream]] entries"),
+        ('[[upstream]]\nprefix = "/x"', "needs url"),
+        ('[[upstream]]\nurl = "ftp://x"', "is not an http(s) URL"),
+        ('[[upstream]]\nurl = "https://x"\nprefix = "x"', "must start with /"),
+        ('[[upstream]]\nurl = "https://x"\nhots = "y"', "unknown keys ['hots']"),
+        ("[[upstream]\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_config_is_an_input_error_that_says_what_is_wrong(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        _config(tmp_path, text)
+    assert message in caught.value.message
+
+
+def test_listen_addresses_parse_and_bad_ones_are_usage_errors() -> None:
+    assert parse_listen("127.0.0.1:8787") == ("127.0.0.1", 8787)
+    assert parse_listen(":9000") == ("127.0.0.1", 9000)
+    assert parse_listen("[::1]:9000") == ("::1", 9000)
+    assert parse_listen("0.0.0.0:0") == ("0.0.0.0", 0)
+    for bad in ("127.0.0.1:http", "127.0.0.1:70000"):
+        with pytest.raises(UsageError):
+            parse_listen(bad)
+
+
+def test_the_proxy_routes_by_prefix_and_host_and_answers_404_when_nothing_matches(
+    tmp_path: Path,
+) -> None:
+    upstream = FakeUpstream(first_pause_ms=0, gap_ms=0)
+    out = tmp_path / "capture"
+    body = {"model": "m", "messages": []}
+    with serving(upstream) as up:
+        cfg = ProxyConfig(
+            routes=[
+                UpstreamRoute(url=up.url, prefix="/deepseek"),
+                UpstreamRoute(url=up.url + "/v1", host="anthropic.localhost", agent="claude"),
+            ]
+        )
+        writer = CaptureWriter(out)
+        with serving(CaptureProxy(cfg, writer, ProxyOptions(), log=lambda _: None)) as proxy:
+            a = httpx.post(proxy.url + "/deepseek/chat/completions", json=body)
+            b = httpx.post(
+                proxy.url + "/messages", json=body, headers={"host": "anthropic.localhost"}
+            )
+            c = httpx.post(proxy.url + "/other/chat/completions", json=body)
+        writer.close()
+    assert (a.status_code, b.status_code, c.status_code) == (200, 200, 404)
+    assert [s.path for s in upstream.seen] == ["/chat/completions", "/v1/messages"]
+    first, second = [orjson.loads(line) for line in capture_lines(out)]
+    assert first["request"]["url"] == up.url + "/chat/completions"
+    assert second["request"]["url"] == up.url + "/v1/messages"
+    assert second["hints"]["agent"] == "claude"

@@ -1,0 +1,152 @@
+"""`cacheaudit capture proxy` as a user runs it: a real process, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from conftest import ROOT
+from fixtures.capture.fake_upstream import OPENAI_JSON, FakeUpstream, sample_bytes
+from fixtures.capture.harness import capture_lines, serving
+
+from pipeline.capture.config import exposure_warning
+
+CHAT = "/v1/chat/completions"
+PLAIN_BODY = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+STREAM_BODY = {**PLAIN_BODY, "stream": True}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Any]:
+    with serving(FakeUpstream(first_pause_ms=10, gap_ms=2)) as server:
+        yield server
+
+
+class ProxyProcess:
+    def __init__(self, *args: str) -> None:
+        env = {**os.environ, "TZ": "UTC", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "capture", "proxy", *args],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        self.lines: list[str] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert self.proc.stderr is not None
+            line = self.proc.stderr.readline()
+            if not line:
+                raise AssertionError(f"proxy exited: {''.join(self.lines)}")
+            self.lines.append(line)
+            if "listening on http://" in line:
+                self.url = line.split("listening on ")[1].split(",")[0]
+                return
+        raise AssertionError("proxy did not start")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> tuple[int, str]:
+        self.proc.send_signal(sig)
+        _, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, "".join(self.lines) + err
+
+
+def test_sigterm_mid_stream_exits_cleanly_with_every_exchange_recorded(
+    upstream: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "capture"
+    proxy = ProxyProcess(
+        "--upstream", upstream.url, "--listen", "127.0.0.1:0", "--out", str(out),
+        "--verbose", "--shutdown-grace", "1",
+    )  # fmt: skip
+    try:
+        done = httpx.post(proxy.url + CHAT, json=PLAIN_BODY, timeout=10)
+        assert done.content == sample_bytes(OPENAI_JSON)
+        # A stream that would take ~3.3 s: one event every 100 ms.
+        with httpx.stream(
+            "POST", proxy.url + CHAT, json=STREAM_BODY, headers={"x-fake-gap": "100"}, timeout=10
+        ) as response:
+            it = response.iter_raw()
+            next(it)
+            code, log = proxy.stop(signal.SIGTERM)
+            with pytest.raises(httpx.RemoteProtocolError):  # cut when the grace time ran out
+                b"".join(it)
+    finally:
+        if proxy.proc.poll() is None:
+            proxy.proc.kill()
+    assert code == 0, log
+    finished, cut = [orjson.loads(line) for line in capture_lines(out)]
+    assert finished["outcome"] == "complete"
+    assert cut["outcome"] == "interrupted"
+    assert "shut down" in cut["error"]
+    assert cut["response"]["body"].count("\n\n") >= 1
+    assert "200 POST" in log and "capture: stopped; 2 exchanges recorded" in log
+
+
+def test_a_killed_proxy_has_already_recorded_every_exchange_its_clients_saw_finish(
+    upstream: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "capture"
+    proxy = ProxyProcess("--upstream", upstream.url, "--listen", "127.0.0.1:0", "--out", str(out))
+    try:
+        for _ in range(5):
+            response = httpx.post(proxy.url + CHAT, json=PLAIN_BODY, timeout=10)
+            assert response.status_code == 200
+        with httpx.stream("POST", proxy.url + CHAT, json=STREAM_BODY, timeout=10) as response:
+            assert b"data: [DONE]" in b"".join(response.iter_raw())
+    finally:
+        proxy.proc.kill()  # SIGKILL: no shutdown code runs
+        proxy.proc.wait(timeout=10)
+    records = [orjson.loads(line) for line in capture_lines(out)]
+    assert [r["outcome"] for r in records] == ["complete"] * 6
+
+
+def test_without_verbose_a_periodic_summary_replaces_per_request_lines(
+    upstream: Any, tmp_path: Path
+) -> None:
+    proxy = ProxyProcess(
+        "--upstream", upstream.url, "--listen", "127.0.0.1:0", "--out", str(tmp_path),
+        "--summary-every", "0.2",
+    )  # fmt: skip
+    try:
+        for _ in range(2):
+            httpx.post(proxy.url + CHAT, json=PLAIN_BODY, timeout=10)
+        time.sleep(0.5)
+    finally:
+        code, log = proxy.stop(signal.SIGINT)
+    assert code == 0
+    assert "capture: 2 exchanges in the last 0.2s (2 complete); 2 total -> " in log
+    assert "200 POST" not in log
+    assert "capture: stopped; 2 exchanges recorded (2 complete)" in log
+
+
+def test_the_proxy_refuses_to_start_without_an_upstream(cli: Any, tmp_path: Path) -> None:
+    result = cli("capture", "proxy", "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: no upstream")
+
+
+def test_a_busy_port_is_a_network_error_with_a_hint(cli: Any, upstream: Any) -> None:
+    port = upstream.url.rsplit(":", 1)[1]
+    result = cli(
+        "capture", "proxy", "--upstream", "http://x.invalid", "--listen", f"127.0.0.1:{port}"
+    )
+    assert result.returncode == 6
+    assert "cannot listen on" in result.stderr
+
+
+def test_listening_beyond_loopback_warns_and_loopback_does_not() -> None:
+    assert exposure_warning("127.0.0.1") is None
+    assert exposure_warning("::1") is None
+    assert exposure_warning("localhost") is None
+    warning = exposure_warning("0.0.0.0")
+    assert warning is not None and warning.startswith("warning: listening on 0.0.0.0")
