@@ -8,14 +8,19 @@ Layout:
     <root>/sources/<source key>.parquet          (the manifest: written last)
 
 Every file is written under a temporary name and renamed into place, so readers never see a
-half-written file. A source counts as ingested only once its manifest file exists; a crash before
-that leaves parts that the next ingest of the same source removes first. The source key is the
-first 16 hex chars of the file's content hash, which makes re-ingest and --force simple.
+half-written file. A source counts as ingested only once its manifest file exists: readers
+(`files`) list only parts whose source has a manifest, so a crashed ingest's parts are invisible,
+and the next ingest removes them (under the warehouse lock, so never a running ingest's parts).
+The source key is the first 16 hex chars of the file's content hash, which makes re-ingest and
+--force simple.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -53,10 +58,50 @@ class Warehouse:
         return (self.root / "sources").is_dir()
 
     def files(self, table: str) -> list[Path]:
+        """Parquet files of a table, only those of sources whose ingest completed."""
         base = self.root / table
         if not base.is_dir():
             return []
-        return sorted(base.rglob("*.parquet"))
+        paths = sorted(base.rglob("*.parquet"))
+        if table == "sources":
+            return paths
+        done = self.manifest_keys()
+        return [p for p in paths if p.name.split("-", 1)[0] in done]
+
+    def manifest_keys(self) -> set[str]:
+        base = self.root / "sources"
+        return {p.stem for p in base.glob("*.parquet")} if base.is_dir() else set()
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive lock for the duration of an ingest (a second ingest waits)."""
+        self.ensure()
+        with (self.root / ".ingest.lock").open("a") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def remove_orphans(self) -> int:
+        """Delete parts and temporary files left by an ingest that did not finish."""
+        done = self.manifest_keys()
+        removed = 0
+        for table in TABLES:
+            base = self.root / table
+            if not base.is_dir():
+                continue
+            for path in base.rglob("*"):
+                stale_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
+                orphan = (
+                    table != "sources"
+                    and path.suffix == ".parquet"
+                    and path.name.split("-", 1)[0] not in done
+                )
+                if path.is_file() and (stale_tmp or orphan):
+                    path.unlink()
+                    removed += 1
+        return removed
 
     # --- writing -------------------------------------------------------------------------
 
@@ -112,7 +157,8 @@ class Warehouse:
             base = self.root / table
             if not base.is_dir():
                 continue
-            for path in base.rglob(f"{key}*.parquet"):
-                path.unlink()
-                removed += 1
+            for pattern in (f"{key}*.parquet", f".{key}*.tmp"):
+                for path in base.rglob(pattern):
+                    path.unlink()
+                    removed += 1
         return removed

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -20,6 +21,21 @@ from pipeline.errors import InputError
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 FORMATS = ("capture_jsonl", "har", "otlp_json")
+_FIRST_KEY = re.compile(rb'\{\s*"([^"\\]{1,64})"\s*:')
+
+
+class _OwningGzip(gzip.GzipFile):
+    """A gzip reader that closes the file it reads from (GzipFile(fileobj=...) does not)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
 
 
 def compression_of(path: Path) -> str | None:
@@ -34,14 +50,21 @@ def compression_of(path: Path) -> str | None:
 
 def open_binary(path: Path) -> IO[bytes]:
     """The file's decompressed bytes as a stream (bounded memory for any size)."""
+    return open_counted(path)[0]
+
+
+def open_counted(path: Path) -> tuple[IO[bytes], IO[bytes]]:
+    """(decompressed stream, raw file): `raw.tell()` is how much of the file was consumed, for
+    progress. Closing the stream closes the raw file."""
     kind = compression_of(path)
+    raw = path.open("rb")
+    stream: IO[bytes] = raw
     if kind == "gzip":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    if kind == "zstd":
-        raw = path.open("rb")
+        stream = _OwningGzip(raw)  # type: ignore[assignment]
+    elif kind == "zstd":
         reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.BufferedReader(reader)
-    return path.open("rb")
+        stream = io.BufferedReader(reader, buffer_size=1024 * 1024)  # type: ignore[arg-type,unused-ignore]
+    return stream, raw
 
 
 def detect_format(path: Path) -> str:
@@ -63,13 +86,22 @@ def detect_format(path: Path) -> str:
             f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
             hint="expected JSON (optionally gzip/zstd compressed)",
         )
+    first_key = _FIRST_KEY.match(text)
+    key = first_key.group(1) if first_key else None
+    # The first key decides when it is telling: a one-line HAR also contains "request".
+    if key == b"log":
+        return "har"
+    if key == b"resourceSpans":
+        return "otlp_json"
     first_line = text.split(b"\n", 1)[0]
     if b'"resourceSpans"' in first_line[:4096]:
         return "otlp_json"
-    if b'"schema_version"' in first_line or b'"request"' in first_line:
+    if b'"schema_version"' in first_line:
         return "capture_jsonl"
-    if b'"log"' in text[:4096]:
+    if b'"log"' in text[:4096] and b'"entries"' in text:
         return "har"
+    if b'"request"' in first_line:
+        return "capture_jsonl"
     raise InputError(
         f"{path}: format not recognised",
         hint='capture JSONL lines have schema_version; HAR starts with {"log": ...}',

@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.capture_format import RecordError, parse_line
 from pipeline.records import Exchange, Reject
-from pipeline.redact import redact_text
+from pipeline.redact import REDACTED, SECRET_HEADERS, SECRET_QUERY_PARAMS, redact_text
 from pipeline.sources import open_binary
+
+# A record that cannot be parsed is never redacted field by field, so its excerpt is: the value
+# after a secret header name (capture `["cookie", "..."]`), every HAR `"value"` (headers and
+# cookies) and secret query parameters are masked, besides key-shaped strings anywhere.
+_NAMES = "|".join(re.escape(n) for n in sorted(SECRET_HEADERS, key=len, reverse=True))
+_SECRET_VALUE = re.compile(
+    rf'(?i)((?<![\w-])(?:{_NAMES})\\?"\s*[,:]\s*(?:\\?"value\\?"\s*:\s*)?\\?")[^"\\]*'
+)
+# HAR name/value objects (headers, cookies, query strings): every value, whatever its name.
+_ANY_VALUE = re.compile(r'(\\?"value\\?"\s*:\s*\\?")[^"\\]*')
+_PARAMS = "|".join(re.escape(n) for n in sorted(SECRET_QUERY_PARAMS, key=len, reverse=True))
+_SECRET_PARAM = re.compile(rf"(?i)([?&](?:{_PARAMS})=)[^&\"\s#]*")
+
+
+def redact_excerpt(raw: bytes, limit: int = 200) -> str:
+    """At most `limit` characters of an unreadable record, with secrets masked."""
+    text = raw[: limit * 2].decode("utf-8", "replace")
+    for pattern in (_SECRET_VALUE, _ANY_VALUE, _SECRET_PARAM):
+        text = pattern.sub(rf"\1{REDACTED}", text)
+    return redact_text(text)[:limit].replace("\n", " ")
 
 
 def excerpt(line: bytes) -> str:
-    return redact_text(line[:200].decode("utf-8", "replace")).replace("\n", " ")
+    return redact_excerpt(line)
 
 
 def read_line(line: bytes, source: str, lineno: int) -> Exchange | Reject | None:

@@ -1,28 +1,196 @@
-"""HAR 1.2 reader (browsers, Charles, mitmproxy `--set hardump=`).
+"""HAR 1.2 reader (browsers, Charles, mitmproxy `--set hardump=`), streaming in bounded memory.
 
 Bodies come from `postData.text` and `content.text` (base64 when `encoding` says so). Timings:
 `startedDateTime` is the request start; first byte = blocked + dns + connect + send + wait (the
 `-1` "not applicable" values count as 0; `ssl` is inside `connect`); end = `time`. A HAR has no
 per-chunk timing, so a streamed body's time to first text is unknown (NULL).
 
-The whole document is parsed at once; HAR exports are produced in memory by their tools, so
-they are bounded by what the exporting tool could hold.
+A HAR is one JSON document, but it can be larger than memory (a long mitmproxy session), so it
+is never parsed whole: `iter_entry_bytes` scans the bytes for the extent of each element of
+`log.entries` (tracking only brackets outside strings) and each entry is parsed alone with
+orjson. Memory is one read block plus the largest entry. The scan yields raw bytes so ingest can
+hand batches of entries to worker processes.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from pipeline.capture_format import RecordError, parse_timestamp
 from pipeline.errors import InputError
 from pipeline.records import Exchange, Reject
-from pipeline.redact import account_of, redact_headers, redact_text, redact_url
+from pipeline.redact import account_of, redact_headers, redact_url
 from pipeline.sources import open_binary
+
+READ_BYTES = 4 * 1024 * 1024
+# A run of anything but brackets, where strings are consumed whole (so a bracket inside a string
+# is never seen). Possessive quantifiers: no backtracking when a string is cut by the block end.
+_SKIP = re.compile(rb'(?:[^"{}\[\]]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
+# Before the entries array, keys matter: tokens are strings, brackets and colons.
+_TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[{}\[\]:]|"')
+_OPEN = frozenset(b"{[")
+_QUOTE, _BRACE, _CLOSE = ord('"'), ord("{"), ord("]")
+_BETWEEN = re.compile(rb"[\s,]*+")
+# Where one entry ends and the next starts. Inside a JSON string a quote is escaped, so `},{"`
+# there is rare (a string ending in `},{`); every guess is checked by parsing anyway.
+_BOUNDARY = re.compile(rb'\}\s*+,\s*+\{\s*+"')
+_LAST = re.compile(rb"\}\s*+\]")
+MAX_GUESSES = 16
+
+
+class _Blocks:
+    """A byte buffer over a stream. `more(keep)` forgets `buf[:keep]`, appends a block and
+    returns how far offsets moved (callers subtract it); the buffer holds about one block plus
+    the entry being read."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.buf = b""
+        self.eof = False
+
+    def more(self, keep: int) -> int:
+        block = self.fh.read(READ_BYTES)
+        if not block:
+            self.eof = True
+            return 0
+        self.buf = self.buf[keep:] + block
+        return keep
+
+
+def _find_entries(blocks: _Blocks) -> int | None:
+    """Offset just past the `[` of `log.entries`, or None when the document has none."""
+    stack: list[bytes | None] = []  # the key under which each open container sits
+    key: bytes | None = None
+    last_string: bytes | None = None
+    pos = 0
+    while True:
+        match = _TOKEN.search(blocks.buf, pos)
+        if match is None or match.group() == b'"':  # nothing left, or a string cut by the block
+            keep = match.start() if match is not None else len(blocks.buf)
+            pos = keep - blocks.more(keep)
+            if blocks.eof:
+                return None
+            continue
+        token = match.group()
+        pos = match.end()
+        if token[0] == _QUOTE:
+            last_string = token
+        elif token == b":":
+            key, last_string = last_string, None
+        elif token[0] in _OPEN:
+            if token == b"[" and key == b'"entries"' and stack == [None, b'"log"']:
+                return pos
+            stack.append(key)
+            key = None
+        elif stack:
+            stack.pop()
+            key = None
+
+
+def _exact_end(blocks: _Blocks, start: int) -> tuple[int, int] | None:
+    """(start, end) of the value at `start` by bracket depth (offsets after any refill); None
+    when the file ends inside it. Slow (a regex step per string) but exact: used only when the
+    fast boundary guess fails."""
+    depth = 0
+    pos = start
+    while True:
+        pos = _SKIP.match(blocks.buf, pos).end()  # type: ignore[union-attr]
+        if pos >= len(blocks.buf) or blocks.buf[pos] == _QUOTE:
+            shift = blocks.more(start)
+            if blocks.eof:
+                return None
+            start, pos = start - shift, pos - shift
+            continue
+        if blocks.buf[pos] in _OPEN:
+            depth += 1
+        else:
+            depth -= 1
+            if depth <= 0:
+                return start, pos + 1
+        pos += 1
+
+
+def _fast_end(blocks: _Blocks, start: int) -> tuple[int, int | None, Any]:
+    """(start, end, parsed entry) from the boundary guess `},{"` checked by parsing; end is
+    None when no guess parsed. `start` is returned because a refill moves offsets.
+
+    JSON parses prefix-deterministically, so if `buf[start:end]` parses as a whole value, `end`
+    is the value's true end; a guess inside a string fails to parse and the next one is tried.
+    """
+    searched = start + 1
+    tries = 0
+    while tries < MAX_GUESSES:
+        match = _BOUNDARY.search(blocks.buf, searched)
+        if match is None:
+            if not blocks.eof:
+                searched = max(start + 1, len(blocks.buf) - 64)  # a guess may straddle blocks
+                shift = blocks.more(start)
+                start, searched = start - shift, searched - shift
+                continue
+            match = _LAST.search(blocks.buf, searched)
+            if match is None:
+                return start, None, None
+        end = match.start() + 1
+        tries += 1
+        try:
+            return start, end, orjson.loads(blocks.buf[start:end])
+        except orjson.JSONDecodeError:
+            searched = end
+    return start, None, None
+
+
+class BadEntry:
+    """An element of log.entries that could not be parsed (raw bytes, None if truncated)."""
+
+    __slots__ = ("raw", "reason")
+
+    def __init__(self, raw: bytes | None, reason: str) -> None:
+        self.raw, self.reason = raw, reason
+
+
+def iter_entries(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """(index, parsed entry or BadEntry) for each element of `log.entries`, in order.
+
+    Raises InputError when the document has no `log.entries` array.
+    """
+    blocks = _Blocks(fh)
+    pos = _find_entries(blocks)
+    if pos is None:
+        raise InputError("no log.entries array found", hint="is this a HAR 1.2 file?")
+    index = 0
+    while True:
+        pos = _BETWEEN.match(blocks.buf, pos).end()  # type: ignore[union-attr]
+        if pos >= len(blocks.buf):
+            pos -= blocks.more(pos)
+            if blocks.eof:
+                return  # no closing `]`: the file ends between entries
+            continue
+        if blocks.buf[pos] == _CLOSE:
+            return  # the `]` closing log.entries: the rest of the document is not needed
+        end: int | None = None
+        if blocks.buf[pos] == _BRACE:
+            pos, end, entry = _fast_end(blocks, pos)
+        if end is not None:
+            pos = end
+            yield index, entry
+        else:
+            span = _exact_end(blocks, pos)
+            if span is None:
+                yield index, BadEntry(None, "truncated HAR: the file ends inside this entry")
+                return
+            raw = blocks.buf[span[0] : span[1]]
+            pos = span[1]
+            try:
+                yield index, orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                yield index, BadEntry(raw, f"HAR entry is not valid JSON: {exc}")
+        index += 1
 
 
 def _pairs(items: Any) -> list[tuple[str, str]]:
@@ -79,19 +247,28 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     )
 
 
+def _excerpt(raw: bytes) -> str:
+    from pipeline.sources.capture import redact_excerpt
+
+    return redact_excerpt(raw)
+
+
+def read_entry(entry: Any, source: str, index: int) -> Exchange | Reject:
+    """One element from `iter_entries` as an Exchange, or a Reject with the reason."""
+    if isinstance(entry, BadEntry):
+        excerpt = _excerpt(entry.raw) if entry.raw is not None else ""
+        return Reject(source, index, entry.reason, excerpt)
+    try:
+        return entry_to_exchange(entry, source, index)
+    except (RecordError, TypeError, ValueError, AttributeError) as exc:
+        text = _excerpt(orjson.dumps(entry)[:200])
+        return Reject(source, index, f"HAR entry not readable: {exc}", text)
+
+
 def iter_har(path: Path) -> Iterator[Exchange | Reject]:
     with open_binary(path) as fh:
-        data = fh.read()
-    try:
-        doc = orjson.loads(data.lstrip(b"\xef\xbb\xbf"))
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON: {exc}") from exc
-    entries = (doc.get("log") or {}).get("entries") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        raise InputError(f"{path} has no log.entries", hint="is this a HAR 1.2 file?")
-    for index, entry in enumerate(entries):
         try:
-            yield entry_to_exchange(entry, str(path), index)
-        except (RecordError, TypeError, ValueError, AttributeError) as exc:
-            text = redact_text(orjson.dumps(entry)[:200].decode("utf-8", "replace"))
-            yield Reject(str(path), index, f"HAR entry not readable: {exc}", text)
+            for index, entry in iter_entries(fh):
+                yield read_entry(entry, str(path), index)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc.message}", hint=exc.hint) from None

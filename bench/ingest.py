@@ -1,0 +1,318 @@
+"""Ingest throughput and peak memory on >= 1 GB of generated agent traffic, in every format.
+
+    python bench/ingest.py [--size-mb 1024] [--formats jsonl,har,otlp,zst,gz] [--json OUT]
+
+The traffic (bench/formats.py) is generated once and cached under bench/out/. For each format
+the same exchanges are ingested with `cacheaudit ingest` into a fresh warehouse, as a user would
+run it, and timed with the peak memory of the whole process tree (bench/measure.py says exactly
+what is measured).
+
+Baseline (the issue's target: ingest within 2x of the time needed just to parse every line and
+every request body once with the fastest JSON parser): every line of the capture JSONL parsed
+with orjson, plus its request body. Ingest uses every core, so the fair baseline is the same
+parse spread over the same cores (`baseline_parallel`: the file cut into one byte range per
+core, one process each); the single-process time is reported too. Every format carries the same
+traffic, so every format is judged against the same baseline: decompressing a gzip/zstd file or
+scanning a HAR document is part of the work ingest has to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+import zstandard
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from formats import make_capture, to_har, to_otlp
+from measure import cpu_seconds, run_measured
+
+OUT = Path(__file__).resolve().parent / "out"
+GENERATOR_VERSION = 1  # bump when formats.py changes what it writes
+TARGET_RATIO = 2.0
+TARGET_PEAK_MB = 1024.0
+FORMATS = ("jsonl", "har", "otlp", "zst", "gz")
+
+
+# --- inputs -------------------------------------------------------------------------------
+
+
+def _stamp_ok(path: Path, stamp: dict[str, Any]) -> bool:
+    meta = path.with_name(path.name + ".meta.json")
+    return path.exists() and meta.exists() and json.loads(meta.read_text()) == stamp
+
+
+def _write_stamp(path: Path, stamp: dict[str, Any]) -> None:
+    path.with_name(path.name + ".meta.json").write_text(json.dumps(stamp))
+
+
+def inputs(size_mb: int, formats: list[str]) -> dict[str, Path]:
+    """The capture in each wanted format, generated (or reused from bench/out/)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    base = OUT / f"capture-{size_mb}mb.jsonl"
+    stamp = {"generator": GENERATOR_VERSION, "size_mb": size_mb}
+    if not _stamp_ok(base, stamp):
+        t = time.perf_counter()
+        print(f"generating {base.name} ...", file=sys.stderr, flush=True)
+        make_capture(base, size_mb * 1024 * 1024)
+        _write_stamp(base, stamp)
+        print(f"  {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    derived = {
+        "jsonl": (base, None),
+        "har": (base.with_suffix(".har"), lambda src, dst: to_har(src, dst)),
+        "otlp": (base.with_suffix(".otlp.jsonl"), lambda src, dst: to_otlp(src, dst)),
+        "zst": (base.with_suffix(".jsonl.zst"), _zstd),
+        "gz": (base.with_suffix(".jsonl.gz"), _gzip),
+    }
+    out: dict[str, Path] = {}
+    for fmt in formats:
+        path, make = derived[fmt]
+        if make is not None and not _stamp_ok(path, stamp):
+            print(f"writing {path.name} ...", file=sys.stderr, flush=True)
+            make(base, path)
+            _write_stamp(path, stamp)
+        out[fmt] = path
+    return out
+
+
+def _zstd(src: Path, dst: Path) -> None:
+    cctx = zstandard.ZstdCompressor(level=3, threads=-1)
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        cctx.copy_stream(fin, fout)
+
+
+def _gzip(src: Path, dst: Path) -> None:
+    with src.open("rb") as fin, gzip.open(dst, "wb", compresslevel=1) as fout:
+        shutil.copyfileobj(fin, fout, 16 * 1024 * 1024)
+
+
+# --- baseline -----------------------------------------------------------------------------
+
+
+def _parse_range(path: str, start: int, end: int, body_attr: str | None) -> int:
+    """Parse every line in [start, end) and its request body; returns lines parsed."""
+    n = 0
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        pos = start
+        while pos < end:
+            line = fh.readline()
+            if not line:
+                break
+            pos += len(line)
+            obj = orjson.loads(line)
+            if body_attr is None:
+                orjson.loads(obj["request"]["body"])
+            else:  # OTLP: the prompt travels as a JSON string attribute of each span
+                for rs in obj["resourceSpans"]:
+                    for ss in rs["scopeSpans"]:
+                        for span in ss["spans"]:
+                            for attr in span["attributes"]:
+                                if attr["key"] == body_attr:
+                                    orjson.loads(attr["value"]["stringValue"])
+            n += 1
+    return n
+
+
+def _ranges(path: Path, parts: int) -> list[tuple[int, int]]:
+    size = path.stat().st_size
+    cuts = [0]
+    with path.open("rb") as fh:
+        for i in range(1, parts):
+            fh.seek(size * i // parts)
+            fh.readline()
+            cuts.append(min(fh.tell(), size))
+    cuts.append(size)
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def baseline(path: Path, cores: int, body_attr: str | None = None) -> dict[str, float]:
+    load = os.getloadavg()[0]
+    cpu0 = cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
+    t = time.perf_counter()
+    _parse_range(str(path), 0, path.stat().st_size, body_attr)
+    single = time.perf_counter() - t
+    cpu_single = cpu_seconds(resource.getrusage(resource.RUSAGE_SELF)) - cpu0
+    ranges = _ranges(path, cores)
+    children0 = cpu_seconds(resource.getrusage(resource.RUSAGE_CHILDREN))
+    t = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=cores) as pool:
+        jobs = [pool.submit(_parse_range, str(path), a, b, body_attr) for a, b in ranges]
+        for job in jobs:
+            job.result()
+    parallel = time.perf_counter() - t
+    cpu_parallel = cpu_seconds(resource.getrusage(resource.RUSAGE_CHILDREN)) - children0
+    return {
+        "baseline_single_s": single,
+        "baseline_parallel_s": parallel,
+        "baseline_cpu_s": cpu_single,
+        "baseline_parallel_cpu_s": cpu_parallel,
+        "baseline_load_avg_1m_before": load,
+    }
+
+
+# --- ingest -------------------------------------------------------------------------------
+
+
+def _cacheaudit() -> list[str]:
+    exe = Path(sys.executable).with_name("cacheaudit")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeline"]
+
+
+def _counts(stderr: str) -> dict[str, int]:
+    """The CLI's closing line: `total: N records = A accepted + R rejected + S skipped`."""
+    for line in stderr.splitlines():
+        if line.startswith("total:"):
+            words = line.replace("=", " ").replace("+", " ").split()
+            nums = [int(w) for w in words if w.isdigit()]
+            if len(nums) >= 4:
+                return dict(zip(("records", "accepted", "rejected", "skipped"), nums, strict=False))
+    return {}
+
+
+def bench_ingest(fmt: str, path: Path, workdir: Path, traffic_bytes: int) -> dict[str, Any]:
+    """Ingest one file; MB/s counts the traffic (the capture JSONL's size), so a compressed
+    file is not credited with its small size on disk."""
+    wh = workdir / f"wh-{fmt}"
+    shutil.rmtree(wh, ignore_errors=True)
+    env = {**os.environ, "TZ": "UTC"}
+    env.pop("CACHEAUDIT_WAREHOUSE", None)
+    load = os.getloadavg()[0]  # other work on the machine skews every figure: keep it on record
+    m = run_measured([*_cacheaudit(), "ingest", str(path), "--warehouse", str(wh)], env=env)
+    size = path.stat().st_size
+    counts = _counts(m.stderr)
+    result: dict[str, Any] = {
+        "format": fmt,
+        "file": path.name,
+        "file_mb": size / 1e6,
+        "traffic_mb": traffic_bytes / 1e6,
+        "ok": m.returncode == 0,
+        "wall_s": m.wall,
+        "cpu_s": m.cpu_s,
+        "mb_per_s": traffic_bytes / 1e6 / m.wall,
+        "requests_per_s": counts.get("accepted", 0) / m.wall,
+        "peak_pss_mb": m.peak_pss_mb,
+        "peak_rss_sum_mb": m.peak_rss_sum_mb,
+        "max_rss_single_mb": m.max_rss_single_mb,
+        "load_avg_1m_before": load,
+        **counts,
+    }
+    if m.returncode != 0:
+        result["error"] = (m.stderr.strip().splitlines() or ["(no output)"])[-1]
+    if counts.get("rejected"):
+        result["top_reject_reasons"] = _reject_reasons(wh)
+    shutil.rmtree(wh, ignore_errors=True)
+    return result
+
+
+def _reject_reasons(wh: Path) -> list[list[Any]]:
+    """The commonest reject reasons, so a failing run says why (e.g. a dialect mid-edit)."""
+    import duckdb
+
+    files = [str(p) for p in (wh / "rejects").glob("*.parquet")]
+    if not files:
+        return []
+    rows = duckdb.sql(
+        "SELECT left(reason, 160) AS r, count(*) AS n FROM read_parquet($f) GROUP BY r "
+        "ORDER BY n DESC LIMIT 3",
+        params={"f": files},
+    ).fetchall()
+    return [list(r) for r in rows]
+
+
+def otlp_reader_present() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pipeline.sources.otlp") is not None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=int, default=int(os.environ.get("BENCH_SIZE_MB", 1024)))
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument(
+        "--json", type=Path, default=Path(os.environ.get("BENCH_JSON", OUT / "ingest.json"))
+    )
+    args = ap.parse_args(argv)
+    formats = [f for f in args.formats.split(",") if f]
+    cores = os.cpu_count() or 1
+    paths = inputs(args.size_mb, formats)
+    jsonl = inputs(args.size_mb, ["jsonl"])["jsonl"]
+    base = baseline(jsonl, cores)
+    rows: list[dict[str, Any]] = []
+    for fmt in formats:
+        if fmt == "otlp" and not otlp_reader_present():
+            rows.append(
+                {
+                    "format": fmt,
+                    "file": paths[fmt].name,
+                    "ok": None,
+                    "error": "reader not present (pipeline/sources/otlp.py)",
+                }
+            )
+            continue
+        print(f"ingesting {fmt} ...", file=sys.stderr, flush=True)
+        row = bench_ingest(fmt, paths[fmt], OUT, jsonl.stat().st_size)
+        row["ratio_to_baseline"] = row["wall_s"] / base["baseline_parallel_s"]
+        row["ratio_to_single_baseline"] = row["wall_s"] / base["baseline_single_s"]
+        # CPU seconds against CPU seconds: the same comparison, less skewed by other load.
+        row["cpu_ratio_to_baseline"] = row["cpu_s"] / base["baseline_cpu_s"]
+        row["meets_time_target"] = row["ok"] and row["ratio_to_baseline"] <= TARGET_RATIO
+        row["meets_memory_target"] = row["ok"] and row["peak_pss_mb"] < TARGET_PEAK_MB
+        rows.append(row)
+    report = {
+        "benchmark": "ingest",
+        "cores": cores,
+        "size_mb_requested": args.size_mb,
+        "capture_mb": jsonl.stat().st_size / 1e6,
+        **base,
+        "target_ratio": TARGET_RATIO,
+        "target_peak_mb": TARGET_PEAK_MB,
+        "results": rows,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2))
+    print(summary(report))
+    return 0 if all(r["ok"] is not False for r in rows) else 1
+
+
+def summary(report: dict[str, Any]) -> str:
+    lines = [
+        f"ingest benchmark: {report['capture_mb']:.0f} MB capture, {report['cores']} cores",
+        f"  baseline (orjson: every line + request body): "
+        f"{report['baseline_parallel_s']:.2f} s on {report['cores']} cores, "
+        f"{report['baseline_single_s']:.2f} s on one ({report['baseline_cpu_s']:.2f} CPU s)",
+        f"  {'format':7s} {'file MB':>8s} {'wall s':>7s} {'MB/s':>6s} {'req/s':>7s} "
+        f"{'peak MB':>8s} {'x base':>7s} {'x cpu':>6s}  target",
+    ]
+    for r in report["results"]:
+        if not r.get("ok"):
+            lines.append(f"  {r['format']:7s} {r.get('error', 'failed')}")
+            continue
+        met = "met" if r["meets_time_target"] and r["meets_memory_target"] else "NOT met"
+        lines.append(
+            f"  {r['format']:7s} {r['file_mb']:8.0f} {r['wall_s']:7.2f} {r['mb_per_s']:6.1f} "
+            f"{r['requests_per_s']:7.0f} {r['peak_pss_mb']:8.0f} "
+            f"{r['ratio_to_baseline']:7.2f} {r['cpu_ratio_to_baseline']:6.2f}  {met}"
+        )
+    lines.append(
+        "  MB/s = capture-JSONL-equivalent MB / wall s; peak MB = peak PSS of the process tree; "
+        "x base = wall / baseline on all cores; x cpu = CPU s of the ingest tree / baseline CPU s"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""No secret from any header or URL reaches the warehouse: every byte is searched, raw and with
+every Parquet column decoded; the account fingerprint is there instead."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+from test_ingest_support import capture_record, har_document, har_entry, line, run
+
+OPENAI = "https://api.openai.com/v1/chat/completions"
+# Not key-shaped on purpose: they must be removed because of where they are, not how they look.
+SECRETS = {
+    "authorization": "tok-AUTHZ-51f0c2",
+    "x-api-key": "tok-XAPIKEY-8d21",
+    "api-key": "tok-APIKEY-77ae",
+    "x-goog-api-key": "tok-GOOG-90b3",
+    "cookie": "session=tok-COOKIE-3c4d",
+    "set-cookie": "sid=tok-SETCOOKIE-e5f6; Path=/",
+    "proxy-authorization": "Basic tok-PROXY-a1b2",
+    "key": "tok-QUERYKEY-c7d8",
+}
+
+
+def _fingerprint(key: str) -> str:
+    return "acct_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _header_sets() -> list[tuple[list[tuple[str, str]], str]]:
+    """(request headers, url) per record: each secret header alone, with another request."""
+    sets = []
+    for name in ("x-api-key", "api-key", "x-goog-api-key", "cookie", "proxy-authorization"):
+        sets.append(([("content-type", "application/json"), (name, SECRETS[name])], OPENAI))
+    sets.append(([("Authorization", "Bearer " + SECRETS["authorization"])], OPENAI))
+    sets.append(([("Accept", "application/json")], f"{OPENAI}?key={SECRETS['key']}&v=1"))
+    return sets
+
+
+def _jsonl(path: Path) -> None:
+    lines = []
+    for i, (headers, url) in enumerate(_header_sets()):
+        rec = capture_record(i, headers=[list(h) for h in headers], url=url)
+        rec["response"]["headers"].append(["Set-Cookie", SECRETS["set-cookie"]])
+        lines.append(line(rec))
+    # Unreadable lines keep an excerpt: secrets in their first bytes must be masked there too.
+    broken = capture_record(99, headers=[[n, v] for n, v in _header_sets()[0][0]], url=OPENAI)
+    broken["request"]["headers"] = [[n, SECRETS[n]] for n in SECRETS if n != "key"]
+    broken["request"]["url"] = f"{OPENAI}?key={SECRETS['key']}"
+    lines.append(orjson.dumps({"request": broken["request"]})[:-30] + b"\n")
+    path.write_bytes(b"".join(lines))
+
+
+def _har(path: Path) -> None:
+    entries = []
+    for i, (headers, url) in enumerate(_header_sets()):
+        entry = har_entry(i, url=url, headers=[{"name": n, "value": v} for n, v in headers])
+        entry["response"]["headers"].append({"name": "set-cookie", "value": SECRETS["set-cookie"]})
+        entry["request"]["cookies"] = [{"name": "session", "value": SECRETS["cookie"]}]
+        entries.append(entry)
+    bad = har_entry(50, url=f"{OPENAI}?key={SECRETS['key']}")
+    bad["startedDateTime"] = "not a time"  # rejected, with an excerpt
+    bad["request"]["headers"] = [{"name": n, "value": SECRETS[n]} for n in SECRETS if n != "key"]
+    bad["request"]["cookies"] = [{"name": "session", "value": SECRETS["cookie"]}]
+    entries.append(bad)
+    path.write_bytes(har_document(entries, pretty=True))
+
+
+def _every_text(wh: Path) -> str:
+    """Every byte under the warehouse, raw, plus every Parquet cell decoded to text."""
+    parts = []
+    for path in sorted(p for p in wh.rglob("*") if p.is_file()):
+        parts.append(path.read_bytes().decode("latin-1"))
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+            for column in table.columns:
+                parts.append(orjson.dumps(column.to_pylist(), default=str).decode())
+    return "\n".join(parts)
+
+
+def _secret_fragments() -> list[str]:
+    # The distinctive part of each secret: a partial leak must be caught too.
+    return [v.split("tok-")[1].split(";")[0] for v in SECRETS.values()]
+
+
+def test_no_planted_secret_reaches_any_byte_of_the_warehouse(tmp_path: Path) -> None:
+    jsonl, har = tmp_path / "capture.jsonl", tmp_path / "browser.har"
+    _jsonl(jsonl)
+    _har(har)
+    wh = tmp_path / "wh"
+    result = run([jsonl, har], wh)
+    n = len(_header_sets())
+    assert [(f.accepted, f.rejected) for f in result.files] == [(n, 1), (n, 1)]
+    text = _every_text(wh)
+    assert "tok-" not in text
+    for fragment in _secret_fragments():
+        assert fragment not in text
+    for name in ("x-api-key", "api-key", "x-goog-api-key", "key"):
+        assert _fingerprint(SECRETS[name]) in text
+    assert _fingerprint(SECRETS["authorization"]) in text  # the token after "Bearer "
+    assert "[REDACTED]" in text  # the reject excerpts kept their shape, masked
