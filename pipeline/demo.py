@@ -368,8 +368,9 @@ def write_demo(
                     if turn > 0:
                         cause, detail = "system_changed", "timestamp"
                 if agent.breaker == "tools_reordered" and turn > 0 and turn % 5 == 0:
+                    before = list(tools)
                     rng.shuffle(tools)
-                    if tools != base_tools:
+                    if tools != before:
                         cause, detail = "tools_changed", "reordered"
                 if turn == rewrite_turn:
                     summary = {

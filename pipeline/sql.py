@@ -4,12 +4,27 @@ Base relations `raw_<table>` read the Parquet parts (hive partitions, union by n
 with no files yet is an empty relation typed from its schema, so every view and query works on
 an empty warehouse. Each `queries/<name>.sql` becomes view `<name>`; its header names its inputs
 (`-- inputs: a, b`), which orders creation. Values are always bound as parameters.
+
+Materialised views. The heavy views in `MATERIALISED` can be computed once and stored as
+`<warehouse>/derived/<view>.parquet` (a file, or a directory of part files) next to
+`<warehouse>/derived/<view>.stamp.json`, whose `stamp` is `view_stamp(...)`: a digest of the
+query text of the view and of everything it reads (transitively), of the ingest manifest (the
+source keys) and of the data-table files (cache rules, prices). `connect` reads a derived file
+instead of recomputing the view while its stamp matches, and silently recomputes otherwise;
+`build` (the `cacheaudit build` command) writes them. Any engine may write derived views, as long
+as it writes the same two files.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
+import os
 import re
+import shutil
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from graphlib import CycleError, TopologicalSorter
@@ -37,6 +52,11 @@ class SqlOptions:
 # Modules that register data tables (not SQL) before the views are created. Each exposes
 # `register(con, options)`; their data comes from files, bound through DuckDB's Python API.
 TABLE_PROVIDERS = ("pipeline.prices.tables", "pipeline.cache_rules")
+
+# Views worth storing: each reads millions of segment rows or joins them (see bench/views.py).
+MATERIALISED = ("request_prefix", "conversations", "cache_breaks")
+DERIVED_DIR = "derived"
+STAMP_VERSION = "1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,26 +122,191 @@ def _register_raw(con: duckdb.DuckDBPyConnection, wh: Warehouse, table: str) -> 
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_quoted(view)} ({cols})")
 
 
+def needed(names: Iterable[str], queries: dict[str, Query] | None = None) -> set[str]:
+    """The queries `names` read, transitively, themselves included."""
+    queries = queries if queries is not None else load_queries()
+    out: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in out or name not in queries:
+            continue
+        out.add(name)
+        todo.extend(queries[name].inputs)
+    return out
+
+
 def connect(
-    wh: Warehouse, *, options: SqlOptions | None = None, database: str = ":memory:"
+    wh: Warehouse,
+    *,
+    options: SqlOptions | None = None,
+    database: str = ":memory:",
+    use_derived: bool = True,
+    only: Iterable[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with raw tables and every view in queries/ registered."""
+    """A DuckDB connection with raw tables and every view in queries/ registered.
+
+    `use_derived`: read a view from `<warehouse>/derived/` while its stamp is current.
+    `only`: create just these views and what they read (faster; unrelated views are skipped).
+    """
+    options = options or SqlOptions()
     con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
     for table in TABLES:
         _register_raw(con, wh, table)
     for provider in TABLE_PROVIDERS:
-        importlib.import_module(provider).register(con, options or SqlOptions())
+        importlib.import_module(provider).register(con, options)
     queries = load_queries()
+    wanted = needed(only, queries) if only is not None else set(queries)
     for name in creation_order(queries):
-        q = queries[name]
-        try:
-            con.execute(
-                f"CREATE OR REPLACE VIEW {_quoted(name)} AS {_strip_final_semicolon(q.sql)}"
-            )
-        except duckdb.Error as exc:
-            raise QueryError(f"{q.path.name}: {_one_line(exc)}") from exc
+        if name not in wanted:
+            continue
+        derived = fresh_derived(wh, name, options) if use_derived else None
+        if derived is not None:
+            _create_from_parquet(con, name, derived)
+        else:
+            _create_view(con, queries[name])
     return con
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, q: Query) -> None:
+    try:
+        con.execute(f"CREATE OR REPLACE VIEW {_quoted(q.name)} AS {_strip_final_semicolon(q.sql)}")
+    except duckdb.Error as exc:
+        raise QueryError(f"{q.path.name}: {_one_line(exc)}") from exc
+
+
+def _create_from_parquet(con: duckdb.DuckDBPyConnection, name: str, path: Path) -> None:
+    pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
+    rel = con.sql("SELECT * FROM read_parquet($p)", params={"p": pattern})
+    rel.create_view(name, replace=True)
+
+
+# --- materialised views -------------------------------------------------------------------
+
+
+def derived_path(wh: Warehouse, name: str) -> Path:
+    return wh.root / DERIVED_DIR / f"{name}.parquet"
+
+
+def stamp_path(wh: Warehouse, name: str) -> Path:
+    return wh.root / DERIVED_DIR / f"{name}.stamp.json"
+
+
+def _data_files(options: SqlOptions) -> list[Path]:
+    from pipeline import cache_rules
+
+    files = list(cache_rules.all_paths(options))
+    price_dir = Path(__file__).resolve().parent / "prices" / "data"
+    extra = [price_dir, *options.prices_paths]
+    for p in extra:
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*") if f.is_file()))
+        elif p.is_file():
+            files.append(p)
+    return files
+
+
+def view_stamp(wh: Warehouse, name: str, options: SqlOptions | None = None) -> str:
+    """Digest of everything view `name` is computed from (see the module docstring)."""
+    options = options or SqlOptions()
+    queries = load_queries()
+    if name not in queries:
+        raise NotFoundError(f"no query named {name!r}", hint=f"see {QUERY_DIR}")
+    digest = hashlib.sha256(f"cacheaudit-derived {STAMP_VERSION}\n".encode())
+    reads_data_tables = False
+    for dep in sorted(needed([name], queries)):
+        digest.update(f"query {dep}\n".encode())
+        digest.update(queries[dep].sql.encode())
+        for inp in queries[dep].inputs:
+            if inp not in queries and not inp.startswith("raw_"):
+                reads_data_tables = True
+    digest.update(b"manifest\n")
+    for key in sorted(wh.manifest_keys()):
+        digest.update(f"{key}\n".encode())
+    if reads_data_tables:
+        for path in _data_files(options):
+            digest.update(f"data {path.name}\n".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def fresh_derived(wh: Warehouse, name: str, options: SqlOptions | None = None) -> Path | None:
+    """The derived Parquet of `name` when its stamp matches the current inputs, else None."""
+    if name not in MATERIALISED:
+        return None
+    path, stamp_file = derived_path(wh, name), stamp_path(wh, name)
+    if not path.exists() or not stamp_file.exists():
+        return None
+    try:
+        stored = json.loads(stamp_file.read_text(encoding="utf-8")).get("stamp")
+    except (OSError, ValueError):
+        return None
+    return path if stored == view_stamp(wh, name, options) else None
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    name: str
+    rebuilt: bool
+    rows: int
+    seconds: float
+
+
+def build(
+    wh: Warehouse,
+    *,
+    options: SqlOptions | None = None,
+    names: Iterable[str] | None = None,
+    force: bool = False,
+) -> list[BuildResult]:
+    """Write each materialised view (and those it reads) whose stamp is stale."""
+    options = options or SqlOptions()
+    queries = load_queries()
+    targets = needed(names if names is not None else MATERIALISED, queries)
+    order = [n for n in creation_order(queries) if n in targets and n in MATERIALISED]
+    if not wh.exists():
+        raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
+    out_dir = wh.root / DERIVED_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    con = connect(wh, options=options, use_derived=not force, only=targets)
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET temp_directory = ?", [str(out_dir / ".spill")])
+    results: list[BuildResult] = []
+    for name in order:
+        if not force and fresh_derived(wh, name, options) is not None:
+            results.append(BuildResult(name, False, -1, 0.0))
+            continue
+        start = time.perf_counter()
+        stamp = view_stamp(wh, name, options)
+        path = derived_path(wh, name)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            written = con.execute(
+                f"COPY (SELECT * FROM {_quoted(name)}) TO '{_path_literal(tmp)}' "
+                "(FORMAT parquet, COMPRESSION zstd)"
+            ).fetchall()
+        except duckdb.Error as exc:
+            tmp.unlink(missing_ok=True)
+            raise QueryError(f"building {name}: {_one_line(exc)}") from exc
+        rows = int(written[0][0]) if written else 0
+        if path.is_dir():  # a directory of parts written by another engine
+            shutil.rmtree(path)
+        tmp.replace(path)
+        stamp_tmp = stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
+        stamp_tmp.write_text(
+            json.dumps({"view": name, "stamp": stamp, "rows": rows}, indent=1), encoding="utf-8"
+        )
+        stamp_tmp.replace(stamp_path(wh, name))
+        # later views read the stored result instead of recomputing this one
+        _create_from_parquet(con, name, path)
+        results.append(BuildResult(name, True, rows, time.perf_counter() - start))
+    return results
+
+
+def _path_literal(path: Path) -> str:
+    # COPY ... TO takes no parameters; our own paths only, quotes doubled anyway.
+    return str(path).replace("'", "''")
 
 
 def _strip_final_semicolon(sql: str) -> str:

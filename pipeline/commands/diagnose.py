@@ -1,7 +1,73 @@
-"""Not built yet: registers no commands."""
+"""`cacheaudit diagnose` (why did the cache miss, turn by turn) and `cacheaudit build` (store
+the heavy prefix views as Parquet under <warehouse>/derived/)."""
+
+from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
+from pipeline.cli import DEFAULT_WAREHOUSE, RulesOpt, WarehouseOpt, err, sql_options
+
+
+def diagnose(
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    conversation: Annotated[
+        list[str] | None,
+        typer.Option("--conversation", "-c", help="Show this conversation (repeatable)."),
+    ] = None,
+    request: Annotated[
+        list[str] | None,
+        typer.Option("--request", "-r", help="Show the conversation of this request (repeatable)."),
+    ] = None,
+    worst: Annotated[
+        int, typer.Option(help="Without -c/-r: the N conversations that lost most tokens.")
+    ] = 3,
+    breaks_only: Annotated[
+        bool, typer.Option("--breaks-only", help="Print only the turns with a cache break.")
+    ] = False,
+    rules: RulesOpt = None,
+) -> None:
+    """Why did the cache miss? A turn-by-turn timeline: input tokens, reported cache read,
+    the read the provider's rules allow (expected), the cause of each break and the change.
+
+    Example: cacheaudit diagnose --worst 5; cacheaudit diagnose -r demo-001-007
+    """
+    from pipeline.diagnose import render, timeline
+    from pipeline.warehouse import Warehouse
+
+    turns = timeline(
+        Warehouse(warehouse),
+        conversations=conversation or (),
+        requests=request or (),
+        worst=worst,
+        options=sql_options(None, rules),
+    )
+    if not turns:
+        err("no cache breaks found")
+        return
+    typer.echo(render(turns, only_breaks=breaks_only))
+    err("tokens are estimates where a prefix is measured (bytes-proportional); see cache_breaks")
+
+
+def build(
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when up to date.")] = False,
+    rules: RulesOpt = None,
+) -> None:
+    """Compute the heavy prefix views once and store them as Parquet under
+    <warehouse>/derived/; later commands reuse them until the inputs change."""
+    from pipeline import sql
+    from pipeline.warehouse import Warehouse
+
+    results = sql.build(Warehouse(warehouse), options=sql_options(None, rules), force=force)
+    for r in results:
+        if r.rebuilt:
+            err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")
+        else:
+            err(f"{r.name}: up to date")
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command()(diagnose)
+    app.command()(build)

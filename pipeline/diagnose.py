@@ -1,0 +1,178 @@
+"""Why did the cache miss? Turn-by-turn timelines over the prefix views.
+
+The derivation is SQL (`queries/cache_breaks.sql` and what it reads); this module picks the
+conversations to show, runs one query for their turns, and renders them. It builds the
+materialised views first when they are missing or stale, so a second run on a large warehouse
+only reads `derived/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline import sql
+from pipeline.errors import InputError, NotFoundError
+from pipeline.warehouse import Warehouse
+
+TIMELINE_VIEWS = ("conversations", "expected_cache", "cache_breaks")
+
+_TIMELINE_SQL = """
+WITH chosen AS (
+    SELECT unnest($conversations::VARCHAR[]) AS conversation_id
+),
+turns AS (
+    SELECT c.* FROM conversations AS c SEMI JOIN chosen USING (conversation_id)
+)
+SELECT
+    t.conversation_id, t.turn, t.request_id, t.started_at, t.agent, t.model,
+    e.input_tokens, e.cache_read_tokens, e.expected_read_tokens,
+    b.cause, b.tokens_lost, b.changed_kind, b.change_offset, b.change_class, b.excerpt
+FROM turns AS t
+JOIN expected_cache AS e USING (request_id)
+LEFT JOIN cache_breaks AS b USING (request_id)
+ORDER BY t.conversation_id, t.turn
+"""
+
+_WORST_SQL = """
+SELECT conversation_id
+FROM cache_breaks
+WHERE cause <> 'cold_start'
+GROUP BY conversation_id
+ORDER BY sum(coalesce(tokens_lost, 0)) DESC, conversation_id
+LIMIT $n
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    conversation_id: str
+    turn: int
+    request_id: str
+    started_at: Any
+    agent: str | None
+    model: str | None
+    input_tokens: int | None
+    cache_read_tokens: int | None
+    expected_read_tokens: int | None
+    cause: str | None
+    tokens_lost: int | None
+    changed_kind: str | None
+    change_offset: int | None
+    change_class: str | None
+    excerpt: str | None
+
+
+def build_views(
+    wh: Warehouse, options: sql.SqlOptions | None = None, *, force: bool = False
+) -> list[str]:
+    """Build (or reuse) the materialised prefix views; returns the names rebuilt."""
+    results = sql.build(wh, options=options, names=TIMELINE_VIEWS, force=force)
+    return [r.name for r in results if r.rebuilt]
+
+
+def timeline(
+    wh: Warehouse,
+    *,
+    conversations: Iterable[str] = (),
+    requests: Iterable[str] = (),
+    worst: int = 3,
+    options: sql.SqlOptions | None = None,
+) -> list[Turn]:
+    """Turns of the chosen conversations: the given ones, those of the given requests, or the
+    `worst` conversations by tokens lost to cache breaks."""
+    if not wh.exists():
+        raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
+    build_views(wh, options)
+    con = sql.connect(wh, options=options, only=TIMELINE_VIEWS)
+    chosen = list(conversations)
+    wanted_requests = list(requests)
+    if wanted_requests:
+        rows = sql.run(
+            con,
+            "SELECT DISTINCT conversation_id FROM conversations "
+            "WHERE request_id IN (SELECT unnest($r::VARCHAR[]))",
+            {"r": wanted_requests},
+        ).fetchall()
+        if not rows:
+            raise NotFoundError(
+                f"no request {', '.join(wanted_requests)}",
+                hint='list some with `cacheaudit sql "select request_id from requests limit 5"`',
+            )
+        chosen += [str(r[0]) for r in rows]
+    if not chosen and not wanted_requests:
+        rows = sql.run(con, _WORST_SQL, {"n": worst}).fetchall()
+        chosen = [str(r[0]) for r in rows]
+    if not chosen:
+        return []
+    result = sql.run(con, _TIMELINE_SQL, {"conversations": chosen}).fetchall()
+    if conversations and not result:
+        raise NotFoundError(
+            f"no conversation {', '.join(conversations)}",
+            hint='list some with `cacheaudit sql "select distinct conversation_id from '
+            'conversations limit 5"`',
+        )
+    return [Turn(*row) for row in result]
+
+
+def _num(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def render(turns: list[Turn], *, only_breaks: bool = False) -> str:
+    """Plain-text timelines, one block per conversation."""
+    lines: list[str] = []
+    current = None
+    for t in turns:
+        if t.conversation_id != current:
+            current = t.conversation_id
+            lost = sum(x.tokens_lost or 0 for x in turns if x.conversation_id == current)
+            agent = f" agent={t.agent}" if t.agent else ""
+            lines.append("")
+            lines.append(f"conversation {current}{agent} model={t.model} tokens lost={lost:,}")
+            lines.append(
+                f"{'turn':>5} {'request':<24} {'input':>9} {'read':>9} {'expected':>9} "
+                f"{'lost':>9}  cause / change"
+            )
+        if only_breaks and t.cause is None:
+            continue
+        change = t.cause or ""
+        if t.changed_kind:
+            change += f" {t.changed_kind}"
+        if t.change_class:
+            change += f" [{t.change_class}]"
+        if t.change_offset is not None:
+            change += f" @byte {t.change_offset}"
+        if t.excerpt:
+            change += f"  …{' '.join(t.excerpt.split())}…"
+        lines.append(
+            f"{t.turn:>5} {t.request_id[:24]:<24} {_num(t.input_tokens):>9} "
+            f"{_num(t.cache_read_tokens):>9} {_num(t.expected_read_tokens):>9} "
+            f"{_num(t.tokens_lost) if t.cause else '':>9}  {change}"
+        )
+    return "\n".join(lines).lstrip("\n")
+
+
+def planted_precision_recall(
+    wh: Warehouse, planted: Path, options: sql.SqlOptions | None = None
+) -> dict[str, float]:
+    """Precision and recall of cache_breaks (request, cause) over a demo's planted breakers."""
+    if not planted.is_file():
+        raise InputError(f"planted file {planted} does not exist")
+    truth = set()
+    for line in planted.read_bytes().splitlines():
+        if line.strip():
+            item = orjson.loads(line)
+            truth.add((str(item["request_id"]), str(item["cause"])))
+    con = sql.connect(wh, options=options, only=("cache_breaks",))
+    rows = con.execute("SELECT request_id, cause FROM cache_breaks").fetchall()
+    found = {(str(r), str(c)) for r, c in rows}
+    hits = len(truth & found)
+    return {
+        "precision": hits / len(found) if found else 1.0,
+        "recall": hits / len(truth) if truth else 1.0,
+    }

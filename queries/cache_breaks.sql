@@ -1,0 +1,255 @@
+-- name: cache_breaks
+-- inputs: conversations, request_prefix, expected_cache, requests, segments, segment_content
+-- output: one row per request where a reusable prefix was lost, with ONE primary cause, the
+--   first of: cold_start (first turn of a conversation: nothing earlier to reuse), expired (the
+--   gap since the parent is longer than the rule's cache lifetime and no other request kept the
+--   prefix alive), model_changed (provider or model differs from the parent's), tools_changed,
+--   system_changed (system prompt or output schema), history_rewritten (an earlier message
+--   edited, dropped or summarised) -- these three by the first segment that differs from the
+--   parent's prompt --, below_minimum (the live prefix is shorter than the rule's minimum), and
+--   provider_miss (the rules allowed a read; the reported read is under half of it and at least
+--   256 tokens short). For a changed segment: the byte offset of the first difference inside it,
+--   a class of the changed text, and a short redacted excerpt (schemas/cache_breaks.json).
+WITH turns AS (
+    SELECT
+        c.request_id, c.conversation_id, c.turn, c.parent_request_id, c.agent, c.started_at,
+        c.provider, c.model, c.account,
+        p.segment_count, p.shared_segments, p.reuse_request_id, p.live_segments,
+        p.tools_hash, p.tools_set_hash,
+        r.input_tokens, r.cache_read_tokens,
+        e.expected_read_tokens, e.live_tokens_est, e.min_tokens, e.lifetime_s
+    FROM conversations AS c
+    JOIN request_prefix AS p USING (request_id)
+    JOIN requests AS r USING (request_id)
+    JOIN expected_cache AS e USING (request_id)
+),
+
+with_parent AS (
+    SELECT
+        t.*,
+        p.provider AS parent_provider, p.model AS parent_model,
+        p.segment_count AS parent_segments, p.started_at AS parent_started_at,
+        p.input_tokens AS parent_input_tokens, p.tools_hash AS parent_tools_hash,
+        p.tools_set_hash AS parent_tools_set_hash
+    FROM turns AS t
+    LEFT JOIN turns AS p ON p.request_id = t.parent_request_id
+),
+
+-- where the prompt first differs from the parent's: prefix_reuse already knows it when the
+-- parent is the request it shares the longest prefix with; otherwise compare position by position
+-- (chained prefix hashes: the count of equal positions is the shared length)
+to_compare AS (
+    SELECT request_id, parent_request_id
+    FROM with_parent
+    WHERE parent_request_id IS NOT NULL AND reuse_request_id IS DISTINCT FROM parent_request_id
+),
+
+compared AS (
+    SELECT c.request_id, count(ps.position) AS common_segments
+    FROM to_compare AS c
+    JOIN segments AS rs ON rs.request_id = c.request_id
+    LEFT JOIN segments AS ps
+      ON ps.request_id = c.parent_request_id
+     AND ps.position = rs.position
+     AND ps.prefix_hash = rs.prefix_hash
+    GROUP BY c.request_id
+),
+
+diverged AS (
+    SELECT
+        w.*,
+        CASE WHEN w.parent_request_id IS NULL THEN NULL
+             WHEN w.reuse_request_id = w.parent_request_id THEN w.shared_segments
+             ELSE coalesce(k.common_segments, 0) END                    AS common_segments,
+        date_diff('millisecond', w.parent_started_at, w.started_at) / 1000.0 AS gap_s
+    FROM with_parent AS w
+    LEFT JOIN compared AS k USING (request_id)
+),
+
+-- the segments of this request and of its parent at the first difference
+at_change AS (
+    SELECT
+        d.request_id,
+        rs.kind AS new_kind, rs.role AS new_role, rs.segment_hash AS new_hash,
+        ps.kind AS old_kind, ps.role AS old_role, ps.segment_hash AS old_hash
+    FROM diverged AS d
+    LEFT JOIN segments AS rs ON rs.request_id = d.request_id AND rs.position = d.common_segments
+    LEFT JOIN segments AS ps
+      ON ps.request_id = d.parent_request_id AND ps.position = d.common_segments
+    WHERE d.common_segments < d.parent_segments
+),
+
+caused AS (
+    SELECT
+        d.*, a.new_kind, a.new_role, a.new_hash, a.old_kind, a.old_role, a.old_hash,
+        -- the earliest prompt layer touched: 0 tools, 1 system/schema, 2 messages
+        least(
+            CASE a.new_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                 WHEN 'message' THEN 2 END,
+            CASE a.old_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                 WHEN 'message' THEN 2 END
+        )                                                               AS layer,
+        CASE
+            WHEN d.parent_request_id IS NULL THEN 'cold_start'
+            WHEN d.lifetime_s IS NOT NULL AND d.gap_s > d.lifetime_s
+                 AND d.live_segments < least(d.common_segments, d.parent_segments)
+                THEN 'expired'
+            WHEN d.provider IS DISTINCT FROM d.parent_provider
+                 OR d.model IS DISTINCT FROM d.parent_model THEN 'model_changed'
+            WHEN d.common_segments < d.parent_segments THEN
+                CASE least(
+                    CASE a.new_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                         ELSE 2 END,
+                    CASE a.old_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                         ELSE 2 END)
+                    WHEN 0 THEN 'tools_changed' WHEN 1 THEN 'system_changed'
+                    ELSE 'history_rewritten' END
+            WHEN d.expected_read_tokens = 0 AND d.live_tokens_est > 0
+                 AND d.live_tokens_est < d.min_tokens THEN 'below_minimum'
+            WHEN d.cache_read_tokens IS NOT NULL AND d.expected_read_tokens > 0
+                 AND d.cache_read_tokens < d.expected_read_tokens * 0.5
+                 AND d.expected_read_tokens - d.cache_read_tokens >= 256 THEN 'provider_miss'
+        END                                                             AS cause
+    FROM diverged AS d
+    LEFT JOIN at_change AS a USING (request_id)
+),
+
+breaks AS (
+    SELECT * FROM caused WHERE cause IS NOT NULL
+),
+
+contents AS (
+    SELECT
+        b.request_id,
+        coalesce(n.content, '')                                         AS new_text,
+        coalesce(o.content, '')                                         AS old_text
+    FROM breaks AS b
+    LEFT JOIN segment_content AS n ON n.segment_hash = b.new_hash
+    LEFT JOIN segment_content AS o ON o.segment_hash = b.old_hash
+    WHERE b.cause IN ('tools_changed', 'system_changed', 'history_rewritten')
+),
+
+-- common prefix and suffix of old and new text, by binary search over lengths
+prefix_len AS (
+    SELECT
+        *,
+        list_reduce(
+            [1048576, 524288, 262144, 131072, 65536, 32768, 16384, 8192, 4096, 2048, 1024, 512,
+             256, 128, 64, 32, 16, 8, 4, 2, 1],
+            lambda acc, step: CASE
+                WHEN acc + step <= least(length(new_text), length(old_text))
+                     AND left(new_text, acc + step) = left(old_text, acc + step)
+                THEN acc + step ELSE acc END,
+            0
+        )                                                               AS lcp
+    FROM contents
+),
+
+suffix_len AS (
+    SELECT
+        *,
+        list_reduce(
+            [1048576, 524288, 262144, 131072, 65536, 32768, 16384, 8192, 4096, 2048, 1024, 512,
+             256, 128, 64, 32, 16, 8, 4, 2, 1],
+            lambda acc, step: CASE
+                WHEN acc + step <= least(length(new_text), length(old_text)) - lcp
+                     AND right(new_text, acc + step) = right(old_text, acc + step)
+                THEN acc + step ELSE acc END,
+            0
+        )                                                               AS lcs
+    FROM prefix_len
+),
+
+regions AS (
+    SELECT
+        *,
+        substr(new_text, lcp + 1, length(new_text) - lcp - lcs)         AS new_part,
+        substr(old_text, lcp + 1, length(old_text) - lcp - lcs)         AS old_part,
+        -- the change with some context, to recognise a date or an id cut by the boundary
+        substr(new_text, greatest(lcp - 35, 1), length(new_text) - lcp - lcs + 72) AS new_window,
+        substr(old_text, greatest(lcp - 35, 1), length(old_text) - lcp - lcs + 72) AS old_window
+    FROM suffix_len
+),
+
+classified AS (
+    SELECT
+        request_id, lcp, new_part, old_part,
+        CASE WHEN new_text = '' THEN NULL ELSE strlen(left(new_text, lcp)) END AS change_offset,
+        CASE
+            WHEN new_text = '' OR old_text = '' THEN 'other'
+            WHEN regexp_replace(new_text, '\s+', '', 'g') = regexp_replace(old_text, '\s+', '', 'g')
+                THEN 'whitespace'
+            WHEN regexp_matches(new_window || ' ' || old_window,
+                 '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-f]{16,}|[0-9A-F]{16,}')
+                THEN 'uuid'
+            WHEN regexp_matches(new_window || ' ' || old_window,
+                 '\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(:\d{2})?|\b1[5-9]\d{8}(\d{3})?\b')
+                THEN 'timestamp'
+            WHEN length(new_part) = length(old_part) AND length(new_part) > 1
+                 AND contains(new_part, '"')
+                 AND list_sort(string_split(new_part, '')) = list_sort(string_split(old_part, ''))
+                THEN 'reordered'
+            WHEN regexp_matches(new_part, '^[0-9.,]*$') AND regexp_matches(old_part, '^[0-9.,]*$')
+                THEN 'counter'
+            ELSE 'other'
+        END                                                             AS change_class,
+        -- context kept short and redacted (the same key patterns as pipeline.redact): redact a
+        -- wide window first so a key cut by the excerpt's edge is still recognised
+        regexp_replace(
+            substr(new_text, greatest(lcp - 119, 1), 240 + least(length(new_part), 40)),
+            '(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,})',
+            '[REDACTED]', 'g'
+        )                                                               AS new_wide,
+        regexp_replace(
+            substr(old_text, greatest(lcp - 119, 1), 240 + least(length(old_part), 40)),
+            '(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,})',
+            '[REDACTED]', 'g'
+        )                                                               AS old_wide,
+        least(lcp, 119)                                                 AS wide_at
+    FROM regions
+),
+
+excerpts AS (
+    SELECT
+        request_id, change_offset, change_class,
+        nullif(substr(new_wide, greatest(wide_at - 24, 0) + 1,
+                      least(wide_at, 24) + least(length(new_part), 40) + 24), '') AS excerpt,
+        nullif(substr(old_wide, greatest(wide_at - 24, 0) + 1,
+                      least(wide_at, 24) + least(length(old_part), 40) + 24), '') AS parent_excerpt
+    FROM classified
+),
+
+final AS (
+    SELECT
+        b.request_id, b.conversation_id, b.turn, b.parent_request_id, b.started_at, b.agent,
+        b.provider, b.model, b.account, b.cause,
+        CASE
+            WHEN b.cause = 'cold_start' THEN 0
+            WHEN b.cause = 'provider_miss' THEN b.expected_read_tokens - b.cache_read_tokens
+            WHEN b.cause = 'below_minimum' THEN b.live_tokens_est - coalesce(b.cache_read_tokens, 0)
+            ELSE greatest(
+                least(b.parent_input_tokens, b.input_tokens)
+                    - coalesce(b.cache_read_tokens, b.expected_read_tokens, 0),
+                0)
+        END::BIGINT                                                     AS tokens_lost,
+        b.input_tokens, b.cache_read_tokens, b.expected_read_tokens,
+        b.gap_s,
+        CASE WHEN b.cause IN ('tools_changed', 'system_changed', 'history_rewritten')
+             THEN b.common_segments END::INTEGER                        AS changed_position,
+        CASE WHEN b.cause IN ('tools_changed', 'system_changed', 'history_rewritten')
+             THEN coalesce(b.new_kind, b.old_kind) END                  AS changed_kind,
+        CASE WHEN b.cause IN ('tools_changed', 'system_changed', 'history_rewritten')
+             THEN coalesce(b.new_role, b.old_role) END                  AS changed_role,
+        x.change_offset::BIGINT                                         AS change_offset,
+        CASE
+            WHEN b.cause = 'tools_changed' AND b.tools_set_hash = b.parent_tools_set_hash
+                THEN 'reordered'
+            WHEN b.cause = 'history_rewritten' AND b.new_hash IS NULL THEN 'dropped'
+            ELSE x.change_class
+        END                                                             AS change_class,
+        x.excerpt, x.parent_excerpt
+    FROM breaks AS b
+    LEFT JOIN excerpts AS x USING (request_id)
+)
+
+SELECT * FROM final

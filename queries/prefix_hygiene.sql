@@ -1,0 +1,173 @@
+-- name: prefix_hygiene
+-- inputs: cache_breaks, conversations, segments, segment_content
+-- output: findings a team can act on before the next deploy, per agent (per conversation when
+--   the agent is unknown), each with an example request, the position, a redacted excerpt and
+--   the tokens it cost per affected turn (schemas/prefix_hygiene.json):
+--   volatile_content     a time, date, id or counter inside the tools or system prompt;
+--   dynamic_before_stable  tools or system prompt change on most turns while the history after
+--                        them is kept: move the changing part after the history;
+--   history_rewritten    earlier messages edited, dropped or summarised between turns;
+--   orphan_tool_call / orphan_tool_result  a tool call without its result, or a result without
+--                        its call, in the latest history of a conversation.
+WITH subjects AS (
+    SELECT
+        c.request_id, c.conversation_id, c.turn,
+        CASE WHEN c.agent IS NULL THEN 'conversation' ELSE 'agent' END  AS subject_kind,
+        coalesce(c.agent, c.conversation_id)                            AS subject
+    FROM conversations AS c
+),
+
+turn_counts AS (
+    SELECT subject_kind, subject, count(*) FILTER (WHERE turn > 1) AS later_turns
+    FROM subjects
+    GROUP BY ALL
+),
+
+breaks AS (
+    SELECT b.*, s.subject_kind, s.subject
+    FROM cache_breaks AS b
+    JOIN subjects AS s USING (request_id)
+),
+
+volatile AS (
+    SELECT
+        subject_kind, subject, 'volatile_content' AS finding,
+        arg_max(request_id, tokens_lost) AS example_request_id,
+        arg_max(conversation_id, tokens_lost) AS conversation_id,
+        arg_max(changed_position, tokens_lost) AS position,
+        arg_max(excerpt, tokens_lost) AS excerpt,
+        count(*) AS turns_affected,
+        avg(tokens_lost) AS tokens_per_turn,
+        string_agg(DISTINCT changed_kind || ': ' || change_class, ', ') AS detail
+    FROM breaks
+    WHERE cause IN ('tools_changed', 'system_changed')
+      AND change_class IN ('timestamp', 'uuid', 'counter')
+    GROUP BY subject_kind, subject
+),
+
+dynamic AS (
+    SELECT
+        b.subject_kind, b.subject, 'dynamic_before_stable' AS finding,
+        arg_max(b.request_id, b.tokens_lost) AS example_request_id,
+        arg_max(b.conversation_id, b.tokens_lost) AS conversation_id,
+        arg_max(b.changed_position, b.tokens_lost) AS position,
+        arg_max(b.excerpt, b.tokens_lost) AS excerpt,
+        count(*) AS turns_affected,
+        avg(b.tokens_lost) AS tokens_per_turn,
+        string_agg(DISTINCT b.changed_kind, ', ') || ' changed on '
+            || count(*) || ' of ' || any_value(t.later_turns) || ' later turns' AS detail
+    FROM breaks AS b
+    JOIN turn_counts AS t USING (subject_kind, subject)
+    WHERE b.cause IN ('tools_changed', 'system_changed')
+    GROUP BY b.subject_kind, b.subject
+    HAVING count(*) > 0.5 * any_value(t.later_turns)
+),
+
+rewritten AS (
+    SELECT
+        subject_kind, subject, 'history_rewritten' AS finding,
+        arg_max(request_id, tokens_lost) AS example_request_id,
+        arg_max(conversation_id, tokens_lost) AS conversation_id,
+        arg_max(changed_position, tokens_lost) AS position,
+        arg_max(excerpt, tokens_lost) AS excerpt,
+        count(*) AS turns_affected,
+        avg(tokens_lost) AS tokens_per_turn,
+        string_agg(DISTINCT change_class, ', ') AS detail
+    FROM breaks
+    WHERE cause = 'history_rewritten'
+    GROUP BY subject_kind, subject
+),
+
+-- tool calls and results in the latest request of each conversation (its history has them all)
+latest AS (
+    SELECT s.*
+    FROM subjects AS s
+    QUALIFY row_number() OVER (PARTITION BY conversation_id ORDER BY turn DESC) = 1
+),
+
+tool_messages AS (
+    SELECT
+        l.subject_kind, l.subject, l.request_id, l.conversation_id, g.position, g.role,
+        c.content
+    FROM latest AS l
+    JOIN segments AS g ON g.request_id = l.request_id
+    JOIN segment_content AS c ON c.segment_hash = g.segment_hash
+    WHERE g.kind = 'message' AND g.role IN ('assistant', 'tool', 'user')
+      AND (contains(c.content, 'tool_call') OR contains(c.content, 'tool_use')
+           OR contains(c.content, 'tool_result'))
+),
+
+tool_ids AS (
+    SELECT
+        *,
+        list_concat(
+            coalesce(json_extract_string(content, '$.tool_calls[*].id'), []),
+            coalesce(list_filter(
+                json_extract_string(content, '$.content[*].id'),
+                lambda i: i IS NOT NULL
+            ), [])
+        )                                                               AS call_ids,
+        list_concat(
+            CASE WHEN role = 'tool'
+                 THEN [json_extract_string(content, '$.tool_call_id')] ELSE [] END,
+            coalesce(list_filter(
+                json_extract_string(content, '$.content[*].tool_use_id'),
+                lambda i: i IS NOT NULL
+            ), [])
+        )                                                               AS result_ids
+    FROM tool_messages
+    WHERE json_valid(content)
+),
+
+calls AS (
+    SELECT subject_kind, subject, request_id, conversation_id, position, content,
+           unnest(call_ids) AS id
+    FROM tool_ids
+),
+
+results AS (
+    SELECT subject_kind, subject, request_id, conversation_id, position, content,
+           unnest(result_ids) AS id
+    FROM tool_ids
+),
+
+orphans AS (
+    SELECT c.*, 'orphan_tool_call' AS finding
+    FROM calls AS c
+    ANTI JOIN results AS r ON r.conversation_id = c.conversation_id AND r.id = c.id
+    UNION ALL
+    SELECT r.*, 'orphan_tool_result' AS finding
+    FROM results AS r
+    ANTI JOIN calls AS c ON c.conversation_id = r.conversation_id AND c.id = r.id
+),
+
+orphan_findings AS (
+    SELECT
+        subject_kind, subject, finding,
+        arg_min(request_id, position) AS example_request_id,
+        arg_min(conversation_id, position) AS conversation_id,
+        min(position) AS position,
+        arg_min(left(regexp_replace(content,
+            '(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,})',
+            '[REDACTED]', 'g'), 120), position) AS excerpt,
+        count(DISTINCT conversation_id) AS turns_affected,
+        NULL::DOUBLE AS tokens_per_turn,
+        count(*) || ' ids, e.g. ' || min(id) AS detail
+    FROM orphans
+    GROUP BY subject_kind, subject, finding
+),
+
+final AS (
+    SELECT
+        subject_kind, subject, finding, example_request_id, conversation_id,
+        position::INTEGER AS position, excerpt, turns_affected::BIGINT AS turns_affected,
+        tokens_per_turn::DOUBLE AS tokens_per_turn, detail
+    FROM (
+        SELECT * FROM volatile
+        UNION ALL SELECT * FROM dynamic
+        UNION ALL SELECT * FROM rewritten
+        UNION ALL SELECT * FROM orphan_findings
+    )
+)
+
+SELECT * FROM final

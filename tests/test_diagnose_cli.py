@@ -1,0 +1,36 @@
+"""`cacheaudit diagnose` prints a turn-by-turn timeline with the cause and the change, and
+`cacheaudit build` stores the prefix views under <warehouse>/derived/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+BREAKS = Path(__file__).resolve().parent / "fixtures" / "breaks"
+
+
+def test_diagnose_shows_the_timestamp_change_of_a_request_in_its_timeline(
+    tmp_path: Path, cli: Any
+) -> None:
+    run_cli = cli
+    wh = tmp_path / "wh"
+    assert run_cli("ingest", str(BREAKS / "system_changed.jsonl"), "-w", str(wh)).returncode == 0
+    built = run_cli("build", "-w", str(wh))
+    assert built.returncode == 0, built.stderr
+    assert (wh / "derived" / "cache_breaks.parquet").is_file()
+    out = run_cli("diagnose", "-w", str(wh), "-r", "sys-2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("conversation s1 agent=golden")
+    turn2 = next(line for line in lines if "sys-2" in line)
+    assert "system_changed system [timestamp] @byte 46" in turn2
+    assert "2026-11-17" in turn2
+
+
+def test_diagnose_names_a_missing_request_and_exits_not_found(tmp_path: Path, cli: Any) -> None:
+    run_cli = cli
+    wh = tmp_path / "wh"
+    run_cli("ingest", str(BREAKS / "cold_start.jsonl"), "-w", str(wh))
+    out = run_cli("diagnose", "-w", str(wh), "-r", "nope")
+    assert out.returncode == 5
+    assert "no request nope" in out.stderr
