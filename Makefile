@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WAREHOUSE ?= warehouse
+REPORTS ?= reports/out
 
-.PHONY: demo test lint typecheck unit bench docs clean help
+.PHONY: demo test lint typecheck unit bench docs clean help chromium demo-screenshot install
 
 help:
 	@echo "make demo   - install, generate demo traffic, ingest it, print headline numbers and the report path"
@@ -26,6 +27,16 @@ demo: $(STAMP)
 	$(BIN)/cacheaudit demo --out demo/capture.jsonl
 	$(BIN)/cacheaudit ingest demo/capture.jsonl --warehouse $(WAREHOUSE)
 	$(BIN)/cacheaudit summary --warehouse $(WAREHOUSE)
+	$(BIN)/cacheaudit report weekly --all --warehouse $(WAREHOUSE) --out $(REPORTS) > /dev/null
+	@echo "weekly report of the latest demo week (opens offline in any browser; index.html lists every week):"
+	@$(BIN)/cacheaudit report weekly --warehouse $(WAREHOUSE) --out $(REPORTS) 2>/dev/null
+
+# Debian's Chromium for the browser test of the reports (CI runs as root on Debian).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed: browser tests will skip"
+
+demo-screenshot: demo chromium
+	$(BIN)/python -m pipeline.reports.browser "$$($(BIN)/cacheaudit report weekly --warehouse $(WAREHOUSE) --out $(REPORTS) 2>/dev/null)" reports/demo-weekly.png
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests bench
@@ -34,7 +45,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy pipeline
 
-unit: $(STAMP)
+unit: $(STAMP) chromium
 	$(BIN)/pytest
 
 test: lint typecheck unit

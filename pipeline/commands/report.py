@@ -1,7 +1,99 @@
-"""Not built yet: registers no commands."""
+"""`cacheaudit report weekly|conversation`: static, offline HTML cache reports."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from pipeline.cli import DEFAULT_WAREHOUSE, PricesOpt, RulesOpt, WarehouseOpt, err, sql_options
+
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Output directory (default: $CACHEAUDIT_REPORTS_DIR, else reports/out).",
+    ),
+]
+
+
+def _date(value: str | None, flag: str) -> date | None:
+    from pipeline.errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{flag} {value!r} is not a date", hint="write YYYY-MM-DD") from None
+
+
+def weekly(
+    week: Annotated[str | None, typer.Option(help="ISO week, e.g. 2026-W48.")] = None,
+    since: Annotated[str | None, typer.Option(help="First day (YYYY-MM-DD, UTC).")] = None,
+    until: Annotated[str | None, typer.Option(help="Last day, inclusive (YYYY-MM-DD).")] = None,
+    all_weeks: Annotated[
+        bool, typer.Option("--all", help="Every week with data; skips unchanged weeks.")
+    ] = False,
+    out: OutOpt = None,
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    prices: PricesOpt = None,
+    rules: RulesOpt = None,
+) -> None:
+    """One self-contained HTML page per ISO week, plus index.html (default: the latest week).
+
+    The pages open offline in any browser: the chart library is inlined. Prints the path of
+    each page written.
+    """
+    from pipeline.reports.weekly import WeekSelection, default_out_dir, generate_weekly
+    from pipeline.warehouse import Warehouse
+
+    selection = WeekSelection(
+        week=week,
+        since=_date(since, "--since"),
+        until=_date(until, "--until"),
+        all_weeks=all_weeks,
+    )
+    result = generate_weekly(
+        Warehouse(warehouse),
+        out or default_out_dir(),
+        selection,
+        options=sql_options(prices, rules),
+    )
+    for path in result.unchanged:
+        err(f"{path}: unchanged inputs, skipped")
+    for path in result.written:
+        typer.echo(str(path))
+    err(f"{len(result.written)} written, {len(result.unchanged)} unchanged; index: {result.index}")
+
+
+def conversation(
+    conversation_id: Annotated[str, typer.Argument(help="conversation_id (see `conversations`).")],
+    out: OutOpt = None,
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    prices: PricesOpt = None,
+    rules: RulesOpt = None,
+) -> None:
+    """One page for one conversation, turn by turn: input read from cache vs uncached, the
+    expected read, cache-break causes and diff excerpts. Prints the page's path."""
+    from pipeline.reports.conversation import generate_conversation
+    from pipeline.reports.weekly import default_out_dir
+    from pipeline.warehouse import Warehouse
+
+    path = generate_conversation(
+        Warehouse(warehouse),
+        out or default_out_dir(),
+        conversation_id,
+        options=sql_options(prices, rules),
+    )
+    typer.echo(str(path))
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    group = typer.Typer(help="Static HTML cache reports that open offline.", no_args_is_help=True)
+    group.command("weekly")(weekly)
+    group.command("conversation")(conversation)
+    app.add_typer(group, name="report")

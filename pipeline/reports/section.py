@@ -1,0 +1,90 @@
+"""What a page is made of: sections, each with a title, a plain-language caption, charts (as
+Vega-Lite specs) and/or an escaped HTML body, or a note saying why it is not available."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import altair as alt
+
+from pipeline.reports import escape
+
+# Every chart is drawn at this width so pages line up and golden specs are stable.
+CHART_WIDTH = 640
+CHART_HEIGHT = 260
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    name: str  # stable id, also the DOM id suffix: chart-<name>
+    spec: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Section:
+    key: str
+    title: str
+    caption: str
+    charts: list[Chart] = field(default_factory=list)
+    body_html: str = ""  # already escaped
+    note: str | None = None  # "not available: ..." or "no data this week"
+
+
+def spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The Vega-Lite spec of an Altair chart (the unit golden tests compare)."""
+    result: dict[str, Any] = chart.to_dict()
+    return result
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 request`, `2 requests`: captions read as sentences."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def unavailable(key: str, title: str, caption: str, reason: str) -> Section:
+    return Section(key=key, title=title, caption=caption, note=f"not available: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    kind: str = "text"  # text, int, ratio, ms, money, time, code
+
+
+def fmt(value: Any, kind: str) -> str:
+    """Format one cell as escaped HTML; unknown (None) stays visibly unknown."""
+    if value is None:
+        return escape.text(None)
+    if kind == "int":
+        return escape.text(f"{int(value):,}")
+    if kind == "ratio":
+        return escape.text(f"{float(value):.1%}")
+    if kind == "ms":
+        return escape.text(f"{float(value):,.0f} ms")
+    if kind == "money":
+        return escape.text(f"{float(value):,.4f}")
+    if kind == "time":  # ISO text from DuckDB, shown as "YYYY-MM-DD HH:MM:SS"
+        return escape.text(str(value).replace("T", " ")[:19])
+    if kind == "code":
+        return f"<code>{escape.text(value)}</code>"
+    return escape.text(value)
+
+
+def _cell(tag: str, numeric: bool, inner: str) -> str:
+    return f'<{tag} class="num">{inner}</{tag}>' if numeric else f"<{tag}>{inner}</{tag}>"
+
+
+def table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], css: str = "") -> str:
+    numeric = {"int", "ratio", "ms", "money"}
+    head = "".join(_cell("th", c.kind in numeric, escape.text(c.label)) for c in columns)
+    body = "".join(
+        "<tr>"
+        + "".join(_cell("td", c.kind in numeric, fmt(row.get(c.key), c.kind)) for c in columns)
+        + "</tr>"
+        for row in rows
+    )
+    table_open = f'<table class="{escape.text(css)}">' if css else "<table>"
+    return f"{table_open}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -1,0 +1,101 @@
+"""Cost per day split into uncached input / cache read / cache write / output (stacked bars),
+with the cost the same requests would have had without caching as a reference line."""
+
+from __future__ import annotations
+
+import altair as alt
+
+from pipeline.reports.data import Row, WeekData, missing_reason
+from pipeline.reports.section import (
+    CHART_HEIGHT,
+    CHART_WIDTH,
+    Chart,
+    Section,
+    count,
+    spec,
+    unavailable,
+)
+
+VIEW = "report_cost_daily"
+VIEWS = {VIEW: "request_costs"}
+TITLE = "Cost per day, by kind of token"
+CAPTION = (
+    "What the priced requests cost each UTC day at the prices in force at their own time, split"
+    " into uncached input, cache reads, cache writes and output. The dashed line is what the same"
+    " requests would have cost with no caching at all: the gap is what caching saved. Requests"
+    " without a price are not in the bars; they are counted below."
+)
+PARTS = ["uncached input", "cache read", "cache write", "output"]
+COLOURS = ["#e45756", "#54a24b", "#f58518", "#4c78a8"]
+
+
+def chart(rows: list[Row], currency: str) -> alt.LayerChart:
+    data = alt.InlineData(values=rows)
+    day = alt.X("utcyearmonthdate(day):T", title="Day (UTC)", axis=alt.Axis(format="%a %d %b"))
+    money = ",.4f"
+    bars = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=day,
+            y=alt.Y("sum(cost):Q", title=f"Cost ({currency})", stack="zero"),
+            color=alt.Color(
+                "part:N",
+                title="Part of the bill",
+                sort=PARTS,
+                scale=alt.Scale(domain=PARTS, range=COLOURS),
+            ),
+            order=alt.Order("part_order:Q"),
+            tooltip=[
+                alt.Tooltip("utcyearmonthdate(day):T", title="Day (UTC)", format="%Y-%m-%d"),
+                alt.Tooltip("part:N", title="Part"),
+                alt.Tooltip("sum(cost):Q", title=f"Cost ({currency})", format=money),
+                alt.Tooltip("max(cost_day):Q", title=f"Day total ({currency})", format=money),
+                alt.Tooltip("max(requests_priced):Q", title="Priced requests", format=","),
+            ],
+        )
+    )
+    reference = (
+        alt.Chart(data)
+        .mark_line(point=True, color="#333333", strokeDash=[6, 4])
+        .encode(
+            x=day,
+            y=alt.Y("max(cost_without_cache_day):Q"),
+            tooltip=[
+                alt.Tooltip("utcyearmonthdate(day):T", title="Day (UTC)", format="%Y-%m-%d"),
+                alt.Tooltip(
+                    "max(cost_without_cache_day):Q",
+                    title=f"Without caching ({currency})",
+                    format=money,
+                ),
+                alt.Tooltip("max(cost_day):Q", title=f"Actual ({currency})", format=money),
+            ],
+        )
+    )
+    result: alt.LayerChart = alt.LayerChart(layer=[bars, reference]).properties(
+        title=f"{TITLE} ({currency}); dashed: cost without caching",
+        width=CHART_WIDTH,
+        height=CHART_HEIGHT,
+    )
+    return result
+
+
+def build(data: WeekData) -> Section:
+    if reason := missing_reason(VIEW, VIEWS[VIEW]):
+        return unavailable("cost-split", TITLE, CAPTION, reason)
+    rows = data.get(VIEW)
+    section = Section("cost-split", TITLE, CAPTION)
+    currencies = sorted({str(r["currency"]) for r in rows})
+    if not currencies:
+        section.note = "no request this week could be priced"
+        return section
+    for currency in currencies:
+        mine = [r for r in rows if r["currency"] == currency]
+        name = "cost-split" if len(currencies) == 1 else f"cost-split-{currency.lower()}"
+        section.charts.append(Chart(name, spec(chart(mine, currency))))
+    unpriced = {r["day"]: r["requests_unpriced_day"] for r in rows}
+    if total := sum(unpriced.values()):
+        section.caption += (
+            f" {count(total, 'request')} on these days had no price and are left out."
+        )
+    return section

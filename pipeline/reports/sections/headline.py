@@ -1,0 +1,102 @@
+"""Headline numbers: requests, tokens, hit ratio, cost, savings, left on the table, and how many
+requests had unknown usage or no price (counted, never hidden)."""
+
+from __future__ import annotations
+
+from pipeline.reports import escape
+from pipeline.reports.data import Row, WeekData, missing_reason
+from pipeline.reports.section import Section, count, fmt
+
+VIEW = "report_weekly_headline"
+COST_VIEW = "report_weekly_cost"
+VIEWS = {VIEW: "requests", COST_VIEW: "request_costs"}
+TITLE = "This week in numbers"
+CAPTION = (
+    "Hit ratio is token-weighted: cache-read tokens divided by input tokens, over requests that"
+    " reported both. Cost uses the price in force at each request's own time; savings compare it"
+    " with the same requests priced without caching; left on the table is what reading every"
+    " reusable prefix from cache would have saved on top. A dash means unknown, never zero."
+)
+
+
+def _card(label: str, value_html: str, detail: str = "") -> str:
+    detail_html = f'<div class="detail">{escape.text(detail)}</div>' if detail else ""
+    return (
+        f'<div class="card"><div class="label">{escape.text(label)}</div>'
+        f'<div class="value">{value_html}</div>{detail_html}</div>'
+    )
+
+
+def _token_cards(row: Row) -> list[str]:
+    excluded = row["requests_excluded_from_ratio"]
+    return [
+        _card(
+            "Requests",
+            fmt(row["requests"], "int"),
+            f"{count(row['days_with_data'], 'day')} with traffic",
+        ),
+        _card(
+            "Input tokens", fmt(row["input_tokens"], "int"), "all prompt tokens, cached included"
+        ),
+        _card(
+            "Hit ratio",
+            fmt(row["hit_ratio"], "ratio"),
+            f"{row['ratio_read_tokens'] or 0:,} of {row['ratio_input_tokens'] or 0:,} tokens;"
+            f" {count(excluded, 'request')} left out",
+        ),
+        _card(
+            "Usage unknown",
+            fmt(row["requests_usage_unknown"], "int"),
+            "requests whose provider reported no usage",
+        ),
+    ]
+
+
+def _money(value: object, currency: str) -> str:
+    if value is None:
+        return escape.text(None)
+    return escape.text(f"{float(str(value)):,.2f} {currency}")
+
+
+def _cost_cards(rows: list[Row]) -> list[str]:
+    cards = []
+    for row in rows:
+        if row["currency"] is None:
+            continue  # the row of a week with no priced request
+        cur = str(row["currency"])
+        cards += [
+            _card(
+                f"Cost ({cur})",
+                _money(row["cost_total"], cur),
+                f"{count(row['requests_priced'], 'priced request')}",
+            ),
+            _card(
+                "Saved by caching", _money(row["savings"], cur), "vs. the same requests uncached"
+            ),
+            _card(
+                "Left on the table",
+                _money(row["left_on_table"], cur),
+                "reusable but not read; unknown for "
+                + count(row["requests_left_unknown"], "request"),
+            ),
+        ]
+    unpriced = rows[0]["requests_unpriced_week"] if rows else None
+    cards.append(
+        _card("No price", fmt(unpriced, "int"), "requests without a cost: no price or no usage")
+    )
+    return cards
+
+
+def build(data: WeekData) -> Section:
+    rows = data.get(VIEW)
+    section = Section("headline", TITLE, CAPTION)
+    if reason := missing_reason(VIEW, VIEWS[VIEW]):
+        section.note = f"not available: {reason}"
+        return section
+    cards = _token_cards(rows[0]) if rows else []
+    if cost_reason := missing_reason(COST_VIEW, VIEWS[COST_VIEW]):
+        cards.append(_card("Cost, savings, left on the table", "", f"not available: {cost_reason}"))
+    else:
+        cards += _cost_cards(data.get(COST_VIEW))
+    section.body_html = f'<div class="cards">{"".join(cards)}</div>'
+    return section

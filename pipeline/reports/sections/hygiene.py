@@ -1,0 +1,40 @@
+"""Prefix hygiene findings, worst first (a table: each finding is read, not plotted)."""
+
+from __future__ import annotations
+
+from pipeline.reports.data import WeekData, missing_reason
+from pipeline.reports.section import Column, Section, table, unavailable
+
+VIEW = "report_hygiene"
+VIEWS = {VIEW: "prefix_hygiene"}
+TITLE = "Prefix hygiene findings"
+CAPTION = (
+    "Things to fix before the next deploy, for the agents active this week, costliest first:"
+    " volatile content (times, ids, counters) early in the prompt, parts that change every turn"
+    " placed before parts that stay, rewritten histories, tool calls without results. Each names"
+    " an example request, the segment position and an excerpt. Findings cover all recorded"
+    " traffic of the agent, not only this week."
+)
+COLUMNS = (
+    Column("rank", "#", "int"),
+    Column("subject", "Agent / conversation"),
+    Column("finding", "Finding"),
+    Column("detail", "Detail"),
+    Column("tokens_per_turn", "Tokens per turn", "int"),
+    Column("turns_affected", "Turns", "int"),
+    Column("example_request_id", "Example request"),
+    Column("position", "Position", "int"),
+    Column("excerpt", "Excerpt", "code"),
+)
+
+
+def build(data: WeekData) -> Section:
+    if reason := missing_reason(VIEW, VIEWS[VIEW]):
+        return unavailable("hygiene", TITLE, CAPTION, reason)
+    rows = data.get(VIEW)
+    section = Section("hygiene", TITLE, CAPTION)
+    if rows:
+        section.body_html = table(COLUMNS, rows)
+    else:
+        section.note = "no finding for the agents active this week"
+    return section

@@ -1,0 +1,193 @@
+"""`cacheaudit report weekly`: one self-contained page per ISO week, plus index.html.
+
+Which weeks: one (`week`), every week overlapping a date range (`since`/`until`), every week with
+data (`all_weeks`, skipping weeks whose input stamp is unchanged), or by default the latest week
+with data. A week with no requests is a NotFoundError, never an empty page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline import sql
+from pipeline.errors import NotFoundError, UsageError
+from pipeline.reports import footer, page
+from pipeline.reports.data import (
+    Row,
+    WeekData,
+    fetch,
+    fetch_weeks,
+    materialise,
+    view_exists,
+)
+from pipeline.reports.index import render_index
+from pipeline.reports.sections import weekly_modules, weekly_views
+from pipeline.reports.stamp import week_stamp
+from pipeline.reports.weeks import IsoWeek, weeks_between
+from pipeline.warehouse import Warehouse
+
+MANIFEST = "weeks.json"
+
+
+def default_out_dir() -> Path:
+    return Path(os.environ.get("CACHEAUDIT_REPORTS_DIR", "reports/out"))
+
+
+@dataclass(frozen=True, slots=True)
+class WeekSelection:
+    week: str | None = None
+    since: date | None = None
+    until: date | None = None
+    all_weeks: bool = False
+
+    def check(self) -> None:
+        ranged = self.since is not None or self.until is not None
+        if sum([self.week is not None, ranged, self.all_weeks]) > 1:
+            raise UsageError("use one of --week, --since/--until, --all")
+        if ranged and (self.since is None or self.until is None):
+            raise UsageError("--since and --until go together")
+
+
+@dataclass(slots=True)
+class WeeklyResult:
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    index: Path | None = None
+
+
+def week_file(week: IsoWeek) -> str:
+    return f"{week.label}.html"
+
+
+def _weeks_with_data(con: duckdb.DuckDBPyConnection) -> dict[IsoWeek, Row]:
+    rows = fetch(con, "report_weekly_headline", "requests > 0", [])
+    return {IsoWeek(date.fromisoformat(r["week"])): r for r in rows}
+
+
+def _select(selection: WeekSelection, available: dict[IsoWeek, Row]) -> list[IsoWeek]:
+    known = ", ".join(w.label for w in sorted(available)) or "none (run `cacheaudit ingest`)"
+    hint = f"weeks with data: {known}"
+    if selection.week is not None:
+        week = IsoWeek.parse(selection.week)
+        if week not in available:
+            raise NotFoundError(f"no requests in week {week.label}", hint=hint)
+        return [week]
+    if selection.since is not None and selection.until is not None:
+        weeks = [w for w in weeks_between(selection.since, selection.until) if w in available]
+        if not weeks:
+            raise NotFoundError(
+                f"no requests between {selection.since} and {selection.until}", hint=hint
+            )
+        return weeks
+    if not available:
+        raise NotFoundError("the warehouse has no requests", hint=hint)
+    return sorted(available) if selection.all_weeks else [max(available)]
+
+
+def _load_manifest(out_dir: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _subtitle(week: IsoWeek, headline: Row) -> str:
+    span = f"{week.monday:%a %d %b %Y} to {week.sunday:%a %d %b %Y} (UTC)"
+    return f"{span} · {headline['requests']:,} requests"
+
+
+def _price_digest(data: WeekData) -> str | None:
+    digests = sorted(
+        {str(r["price_digest"]) for r in data.get("report_weekly_cost") if r.get("price_digest")}
+    )
+    return ", ".join(digests) or None
+
+
+def build_week_page(
+    data: WeekData, *, sources_html: str, warehouse: str, now: datetime, stamp: str = ""
+) -> str:
+    sections = [module.build(data) for module in weekly_modules()]
+    headline = data.get("report_weekly_headline")[0]
+    return page.render(
+        page.Page(
+            title=f"cacheaudit weekly report {data.week.label}",
+            heading=f"Prompt cache report, week {data.week.label}",
+            subtitle=_subtitle(data.week, headline),
+            sections=sections,
+            footer_html=footer.render(
+                sources=sources_html,
+                warehouse=warehouse,
+                price_digest=_price_digest(data),
+                generated_at=now,
+            ),
+            nav_html='<nav><a href="index.html">All weeks</a></nav>',
+            stamp=stamp,
+        )
+    )
+
+
+def generate_weekly(
+    wh: Warehouse,
+    out_dir: Path,
+    selection: WeekSelection,
+    *,
+    options: sql.SqlOptions | None = None,
+    now: datetime | None = None,
+) -> WeeklyResult:
+    selection.check()
+    options = options or sql.SqlOptions()
+    now = now or datetime.now(UTC)
+    con = sql.connect(wh, options=options)
+    available = _weeks_with_data(con)
+    weeks = _select(selection, available)
+    manifest = _load_manifest(out_dir)
+    result = WeeklyResult()
+    stamps = {w: week_stamp(wh, w, options) for w in weeks}
+    todo = []
+    for week in weeks:
+        entry = manifest.get(week.label, {})
+        path = out_dir / week_file(week)
+        if selection.all_weeks and entry.get("stamp") == stamps[week] and path.exists():
+            result.unchanged.append(path)
+        else:
+            todo.append(week)
+    if todo:
+        wanted = weekly_views()
+        views = [v for v in wanted if view_exists(v)]
+        materialise(con, {wanted[v] for v in views})
+        rows = {v: fetch_weeks(con, v, todo) for v in views}
+        sources_html = footer.sources_html(con)
+        for week in todo:
+            data = WeekData(week, {v: rows[v].get(week, []) for v in views})
+            html = build_week_page(
+                data, sources_html=sources_html, warehouse=str(wh.root), now=now, stamp=stamps[week]
+            )
+            path = out_dir / week_file(week)
+            write_atomic(path, html)
+            result.written.append(path)
+            manifest[week.label] = {
+                "stamp": stamps[week],
+                "file": week_file(week),
+                "generated_at": now.isoformat(),
+                "headline": available[week],
+                "cost": data.get("report_weekly_cost"),
+            }
+    write_atomic(out_dir / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    result.index = out_dir / "index.html"
+    write_atomic(result.index, render_index(manifest, out_dir, now, str(wh.root)))
+    return result

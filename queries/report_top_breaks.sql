@@ -1,0 +1,65 @@
+-- name: report_top_breaks
+-- inputs: cache_breaks
+-- output: the ten conversations per ISO week that lost the most tokens to cache breaks, with
+--   their agent, the cause that cost them most, and the diff excerpt of their costliest break
+--   (already redacted and short in cache_breaks). Cold starts cost nothing and are left out.
+WITH source AS (
+    SELECT *, date_trunc('week', (started_at AT TIME ZONE 'UTC')::DATE)::DATE AS week
+    FROM cache_breaks
+    WHERE cause <> 'cold_start'
+),
+
+per_conversation AS (
+    SELECT
+        week,
+        conversation_id,
+        any_value(agent)                                AS agent,
+        any_value(model)                                AS model,
+        count(*)::BIGINT                                AS breaks,
+        coalesce(sum(tokens_lost), 0)::BIGINT           AS tokens_lost
+    FROM source
+    GROUP BY week, conversation_id
+),
+
+costliest AS (
+    SELECT week, conversation_id, cause, change_class, changed_kind, excerpt, turn
+    FROM source
+    QUALIFY row_number() OVER (
+        PARTITION BY week, conversation_id
+        ORDER BY tokens_lost DESC NULLS LAST, turn, request_id
+    ) = 1
+),
+
+by_cause AS (
+    SELECT week, conversation_id, cause, sum(tokens_lost) AS cause_tokens
+    FROM source
+    GROUP BY week, conversation_id, cause
+    QUALIFY row_number() OVER (
+        PARTITION BY week, conversation_id ORDER BY cause_tokens DESC NULLS LAST, cause
+    ) = 1
+),
+
+final AS (
+    SELECT
+        p.week,
+        row_number() OVER (
+            PARTITION BY p.week ORDER BY p.tokens_lost DESC, p.conversation_id
+        )::BIGINT                                       AS rank,
+        p.conversation_id,
+        p.agent,
+        p.model,
+        p.breaks,
+        p.tokens_lost,
+        m.cause                                         AS main_cause,
+        c.cause                                         AS costliest_cause,
+        c.change_class,
+        c.changed_kind,
+        c.turn                                          AS costliest_turn,
+        c.excerpt
+    FROM per_conversation AS p
+    JOIN by_cause AS m USING (week, conversation_id)
+    JOIN costliest AS c USING (week, conversation_id)
+    QUALIFY rank <= 10
+)
+
+SELECT * FROM final

@@ -1,0 +1,241 @@
+"""`report weekly` end to end on a hand-built warehouse (numbers worked out by hand)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+from test_report_support import EVIL, ROWS, request, write_requests
+
+from pipeline.errors import NotFoundError, UsageError
+from pipeline.reports import data as report_data
+from pipeline.reports.weekly import WeekSelection, generate_weekly
+
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def wh(tmp_path: Path):
+    return write_requests(tmp_path / "wh", ROWS)
+
+
+def week_page(wh, out: Path, week: str = "2026-W48") -> str:
+    result = generate_weekly(wh, out, WeekSelection(week=week), now=NOW)
+    assert result.written == [out / f"{week}.html"]
+    return (out / f"{week}.html").read_text(encoding="utf-8")
+
+
+def specs_of(html: str) -> dict:
+    raw = re.search(r'<script type="application/json" id="chart-specs">(.*?)</script>', html, re.S)
+    assert raw
+    return json.loads(raw.group(1))
+
+
+def test_the_weekly_page_shows_the_headline_numbers_of_that_week_only(wh, tmp_path) -> None:
+    html = week_page(wh, tmp_path / "out")
+    # r1..r5: 5 requests, 13,000 input tokens, 3,300 / 9,000 = 36.7% read, r5 without usage.
+    assert '<div class="label">Requests</div><div class="value">5</div>' in html
+    assert '<div class="label">Input tokens</div><div class="value">13,000</div>' in html
+    assert '<div class="value">36.7%</div>' in html
+    assert "3,300 of 9,000 tokens; 2 requests left out" in html
+    assert '<div class="label">Usage unknown</div><div class="value">1</div>' in html
+    assert "Mon 23 Nov 2026 to Sun 29 Nov 2026 (UTC) · 5 requests" in html
+    assert "2026-12-01 09:00:00 UTC" in html
+
+
+def test_a_model_name_with_a_script_tag_renders_as_text_everywhere(wh, tmp_path) -> None:
+    html = week_page(wh, tmp_path / "out")
+    assert EVIL not in html
+    assert "alert(1)" in html  # it is there, only escaped
+    # Four script elements: error probe, chart specs, Vega bundle, embed; none injected.
+    assert html.count("<script") == 4
+    # In the models table as HTML text ...
+    assert "openai · &lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    # ... and in the inline chart data as JSON escapes that cannot close the element.
+    assert "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in html
+    values = specs_of(html)["chart-hit-ratio"]["datasets"]
+    assert f"openai · {EVIL}" in {r["series"] for rows in values.values() for r in rows}
+
+
+def test_every_section_with_data_gets_a_chart_div_and_a_spec(wh, tmp_path) -> None:
+    html = week_page(wh, tmp_path / "out")
+    specs = specs_of(html)
+    assert {"chart-hit-ratio", "chart-latency", "chart-length-buckets"} <= set(specs)
+    for chart_id in specs:
+        assert f'<div class="chart" id="{chart_id}"></div>' in html
+
+
+def test_a_section_whose_view_is_missing_says_so_instead_of_drawing_an_empty_chart(
+    wh, tmp_path, monkeypatch
+) -> None:
+    real = report_data.view_exists
+    monkeypatch.setattr(report_data, "view_exists", lambda v: v != "report_latency" and real(v))
+    html = week_page(wh, tmp_path / "out")
+    assert '<p class="note">not available: view report_latency missing</p>' in html
+    assert "chart-latency" not in html
+
+
+def test_a_week_without_requests_is_not_found_and_names_the_weeks_that_have_data(
+    wh, tmp_path
+) -> None:
+    with pytest.raises(NotFoundError) as caught:
+        generate_weekly(wh, tmp_path / "out", WeekSelection(week="2026-W40"), now=NOW)
+    assert caught.value.message == "no requests in week 2026-W40"
+    assert caught.value.hint == "weeks with data: 2026-W48, 2026-W49"
+    assert not (tmp_path / "out" / "2026-W40.html").exists()
+
+
+def test_since_until_writes_every_week_with_data_that_overlaps_the_range(wh, tmp_path) -> None:
+    out = tmp_path / "out"
+    sel = WeekSelection(since=date(2026, 11, 29), until=date(2026, 12, 20))
+    result = generate_weekly(wh, out, sel, now=NOW)
+    # 11-29 is the Sunday of W48; W50 and W51 have no data and are not written.
+    assert result.written == [out / "2026-W48.html", out / "2026-W49.html"]
+
+
+def test_conflicting_selections_are_a_usage_error(wh, tmp_path) -> None:
+    with pytest.raises(UsageError):
+        generate_weekly(wh, tmp_path, WeekSelection(week="2026-W48", all_weeks=True), now=NOW)
+    with pytest.raises(UsageError):
+        generate_weekly(wh, tmp_path, WeekSelection(since=date(2026, 11, 1)), now=NOW)
+
+
+def test_all_skips_weeks_whose_inputs_did_not_change_and_redoes_those_that_did(
+    wh, tmp_path
+) -> None:
+    out = tmp_path / "out"
+    first = generate_weekly(wh, out, WeekSelection(all_weeks=True), now=NOW)
+    assert first.written == [out / "2026-W48.html", out / "2026-W49.html"]
+    again = generate_weekly(wh, out, WeekSelection(all_weeks=True), now=NOW)
+    assert again.written == []
+    assert again.unchanged == [out / "2026-W48.html", out / "2026-W49.html"]
+    # A new source with a request on Tuesday of W49 changes W49's inputs only.
+    write_requests(
+        wh.root,
+        [request("r7", "2026-12-01T10:00:00", "deepseek", "deepseek-chat", 100, 0)],
+        source_hash="cd" * 16,
+    )
+    third = generate_weekly(wh, out, WeekSelection(all_weeks=True), now=NOW)
+    assert third.written == [out / "2026-W49.html"]
+    assert third.unchanged == [out / "2026-W48.html"]
+    assert "· 2 requests" in (out / "2026-W49.html").read_text(encoding="utf-8")
+
+
+def test_the_index_lists_every_generated_week_newest_first_with_its_numbers(wh, tmp_path) -> None:
+    out = tmp_path / "out"
+    generate_weekly(wh, out, WeekSelection(all_weeks=True), now=NOW)
+    index = (out / "index.html").read_text(encoding="utf-8")
+    w49 = index.index('<a href="2026-W49.html">2026-W49</a>')
+    w48 = index.index('<a href="2026-W48.html">2026-W48</a>')
+    assert w49 < w48
+    # W49: r6 alone, 2,000 input tokens with a reported zero read: 0.0%, not a dash.
+    assert '<td class="num">2,000</td><td class="num">0.0%</td>' in index
+    assert len(index) < 50_000  # no 900 KB Vega bundle on a page without charts
+
+
+def test_the_cli_prints_each_page_and_exits_5_for_an_empty_week(wh, tmp_path, cli) -> None:
+    out = tmp_path / "out"
+    done = cli("report", "weekly", "--week", "2026-W48", "-w", str(wh.root), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{out / '2026-W48.html'}\n"
+    missing = cli("report", "weekly", "--week", "2026-W40", "-w", str(wh.root), "--out", str(out))
+    assert missing.returncode == 5
+    assert "error: no requests in week 2026-W40" in missing.stderr
+
+
+def test_the_default_out_dir_comes_from_the_environment(wh, tmp_path, cli) -> None:
+    out = tmp_path / "elsewhere"
+    done = cli(
+        "report", "weekly", "--all", "-w", str(wh.root), env={"CACHEAUDIT_REPORTS_DIR": str(out)}
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.glob("*.html")) == [
+        "2026-W48.html",
+        "2026-W49.html",
+        "index.html",
+    ]
+
+
+def test_the_headline_shows_cost_savings_and_unpriced_requests_at_the_given_prices(
+    tmp_path,
+) -> None:
+    from test_report_support import PRICES_CSV
+    from test_report_views import cost_rows
+
+    from pipeline.sql import SqlOptions
+
+    prices = tmp_path / "prices.csv"
+    prices.write_text(PRICES_CSV)
+    wh = write_requests(tmp_path / "wh", cost_rows())
+    out = tmp_path / "out"
+    generate_weekly(
+        wh,
+        out,
+        WeekSelection(week="2026-W48"),
+        options=SqlOptions(prices_paths=(prices,)),
+        now=NOW,
+    )
+    html = (out / "2026-W48.html").read_text(encoding="utf-8")
+    # 0.66 + 2.00 USD; saved (1.20 + 2.00) - 2.66 = 0.54; the "nobody" request has no price.
+    assert '<div class="label">Cost (USD)</div><div class="value">2.66 USD</div>' in html
+    assert '<div class="label">Saved by caching</div><div class="value">0.54 USD</div>' in html
+    assert '<div class="label">No price</div><div class="value">1</div>' in html
+    spec = specs_of(html)["chart-cost-split"]
+    assert spec["title"] == "Cost per day, by kind of token (USD); dashed: cost without caching"
+    assert "1 request on these days had no price and are left out." in html
+
+
+def test_diff_excerpts_and_findings_render_as_text_in_their_tables() -> None:
+    from pipeline.reports.data import WeekData
+    from pipeline.reports.sections import breaks, hygiene
+    from pipeline.reports.weeks import IsoWeek
+
+    top = {
+        "week": "2026-11-23",
+        "rank": 1,
+        "conversation_id": EVIL,
+        "agent": EVIL,
+        "model": "m",
+        "breaks": 1,
+        "tokens_lost": 5,
+        "main_cause": "tools_changed",
+        "costliest_cause": "tools_changed",
+        "change_class": "reordered",
+        "changed_kind": "tool",
+        "costliest_turn": 2,
+        "excerpt": EVIL,
+    }
+    cause = {
+        "week": "2026-11-23",
+        "cause": "tools_changed",
+        "breaks": 1,
+        "tokens_lost": 5,
+        "breaks_tokens_unknown": 0,
+        "conversations": 1,
+    }
+    finding = {
+        "week": "2026-11-23",
+        "rank": 1,
+        "subject_kind": "agent",
+        "subject": EVIL,
+        "finding": "volatile_content",
+        "detail": EVIL,
+        "example_request_id": "r1",
+        "conversation_id": "A",
+        "position": 1,
+        "excerpt": EVIL,
+        "turns_affected": 2,
+        "tokens_per_turn": 10.0,
+        "tokens_total": 20.0,
+    }
+    data = WeekData(
+        IsoWeek(date(2026, 11, 23)),
+        {"report_break_causes": [cause], "report_top_breaks": [top], "report_hygiene": [finding]},
+    )
+    escaped = "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"
+    for section in (breaks.build(data), hygiene.build(data)):
+        assert EVIL not in section.body_html
+        assert f"<code>{escaped}</code>" in section.body_html
