@@ -229,15 +229,20 @@ def views(
 
 
 @app.command()
-def summary(warehouse: WarehouseOpt = DEFAULT_WAREHOUSE) -> None:
-    """Headline numbers: requests, input tokens, token-weighted hit ratio, unknown usage."""
+def summary(
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE, prices: PricesOpt = None, rules: RulesOpt = None
+) -> None:
+    """Headline numbers: requests, input tokens, token-weighted hit ratio, unknown usage, and
+    cost, savings and what was left on the table per currency (unpriced requests counted)."""
     from pipeline import sql as sqlmod
     from pipeline.warehouse import Warehouse
 
-    con = sqlmod.connect(Warehouse(warehouse))
+    con = sqlmod.connect(Warehouse(warehouse), options=sql_options(prices, rules))
     rel = sqlmod.run(con, "SELECT * FROM headline")
     data = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
     ratio = data["hit_ratio"]
+    if not data["requests"]:
+        err(f"{warehouse} holds no requests yet: run `cacheaudit ingest FILE -w {warehouse}`")
     typer.echo(f"requests:            {data['requests']}")
     typer.echo(f"  usage unknown:     {data['requests_usage_unknown']}")
     typer.echo(f"input tokens:        {data['input_tokens'] or 0}")
@@ -248,6 +253,25 @@ def summary(warehouse: WarehouseOpt = DEFAULT_WAREHOUSE) -> None:
         + f" (token-weighted; {data['requests_excluded_from_ratio']} requests with unknown"
         " input or read excluded)"
     )
+    costs = sqlmod.run(con, "SELECT * FROM cost_summary ORDER BY currency NULLS LAST")
+    unpriced = None
+    for values in costs.fetchall():
+        row = dict(zip(costs.columns, values, strict=True))
+        unpriced = row
+        if row["currency"] is None:
+            continue
+        typer.echo(
+            f"cost ({row['currency']}):          {row['cost_total']:.4f}"
+            f"  saved by caching {row['savings']:.4f}"
+            "  left on the table "
+            + (f"{row['left_on_table']:.4f}" if row["left_on_table"] is not None else "n/a")
+            + f"  ({row['requests']} requests priced)"
+        )
+    if unpriced is not None and unpriced["requests_unpriced"]:
+        typer.echo(
+            f"  unpriced:          {unpriced['requests_unpriced']} requests"
+            f" ({unpriced['unpriced_reasons']})"
+        )
 
 
 @app.command()

@@ -121,3 +121,25 @@ def test_unknown_usage_is_counted_not_zero(cli, demo) -> None:
     )
     row = json.loads(result.stdout)[0]
     assert row["zeroed"] == 0
+
+
+def test_summary_prints_cost_per_currency_and_counts_unpriced_requests(cli, demo) -> None:
+    capture, wh = demo
+    cli("ingest", str(capture), "--warehouse", str(wh))
+    result = cli("summary", "-w", str(wh))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(
+        cli("sql", "select * from cost_summary", "-w", str(wh), "--format", "json").stdout
+    )
+    usd = next(r for r in data if r["currency"] == "USD")
+    assert f"cost (USD):          {usd['cost_total']:.4f}" in result.stdout
+    unpriced = data[0]["requests_unpriced"]
+    if unpriced:
+        assert f"unpriced:          {unpriced} requests" in result.stdout
+
+
+def test_summary_of_an_empty_warehouse_says_to_ingest_first(cli, tmp_path) -> None:
+    result = cli("summary", "-w", str(tmp_path / "nothing"))
+    assert result.returncode == 0
+    assert "requests:            0" in result.stdout
+    assert "cacheaudit ingest" in result.stderr
