@@ -19,40 +19,52 @@ from __future__ import annotations
 
 import gc
 import io
+import mmap
 import multiprocessing as mp
 import os
 import queue
+import sys
+import threading
 import traceback
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import xxhash
 
 from pipeline import __version__, providers, schema
 from pipeline.errors import InputError, PipelineError
-from pipeline.normalise import RejectRecord, Skip, normalise
-from pipeline.records import Exchange, Reject, Segment
+from pipeline.normalise import Normalised, RejectRecord, Skip, normalise
+from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
 from pipeline.sources import compression_of, detect_format, iter_source, open_counted
 from pipeline.warehouse import Warehouse, source_key
 
 CHUNK_BYTES = 32 * 1024 * 1024  # one task's share of a file the workers read themselves
+HASH_BLOCK = 16 * 1024 * 1024
 # Tasks the parent reads (decompressed lines, HAR entries) travel through a pipe: smaller, so
 # the ones waiting in the queue and in flight hold less memory.
 BATCH_BYTES = 8 * 1024 * 1024
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # below this, worker start-up costs more than it saves
-# Buffered rows per process before a part is written. Measured at ~800 bytes per buffered
-# segment at its peak (Python objects, then their Arrow copy while writing), so all workers
-# together buffer at most SEGMENTS_ALL_WORKERS (~250 MB), whatever the core count.
-SEGMENTS_ALL_WORKERS = 300_000
-FLUSH_REQUESTS = 5_000
+COMPRESSION_GUESS = 8  # content bytes per compressed byte, for that decision only
+# Buffered rows per process before a part is written. Measured at ~350 bytes per buffered
+# segment (request rows and new content included; segments are kept as compact columns), plus
+# their Arrow copy while a part is written, so all workers together buffer at most
+# SEGMENTS_ALL_WORKERS (~210 MB, ~400 MB while writing), whatever the core count. Fewer, larger
+# parts matter: every part is one Parquet file per table and UTC day, ~2 ms each to open.
+SEGMENTS_ALL_WORKERS = 600_000
+FLUSH_REQUESTS = 20_000
 FLUSH_CONTENT_BYTES = 32 * 1024 * 1024
 SEEN_CONTENT_MAX = 2_000_000  # distinct segment hashes remembered per source (~150 MB at most)
 
 Record = Exchange | Reject
+# One record (capture) or one batch of spans (OTLP) per line: split at line boundaries.
+LINE_FORMATS = ("capture_jsonl", "otlp_json")
 
 
 @dataclass
@@ -65,6 +77,8 @@ class FileResult:
     rejected: int = 0
     skipped: int = 0
     size_bytes: int = 0
+    # Hashes of earlier ingests of the same path, with other content, that this one replaced.
+    superseded: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -106,57 +120,89 @@ Counts = tuple[int, int, int, int]  # records, accepted, rejected, skipped
 
 
 def hash_file(path: Path) -> str:
+    return hash_and_size(path)[0]
+
+
+def hash_and_size(path: Path) -> tuple[str, int]:
+    """xxh3-128 of the file's bytes and how many bytes that was: a file that grows while it is
+    read (a capture still being written) is ingested up to exactly what was hashed."""
     h = xxhash.xxh3_128()
-    buf = bytearray(8 * 1024 * 1024)
-    view = memoryview(buf)
-    with path.open("rb", buffering=0) as fh:
-        while n := fh.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
+    with path.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        for _, window in _windows(fh.fileno(), 0, size):
+            with window, memoryview(window) as view:
+                h.update(view)
+    return h.hexdigest(), size
+
+
+def _windows(fd: int, start: int, end: int) -> Iterator[tuple[int, mmap.mmap]]:
+    """(offset, mapping) covering bytes [start, end) of a file in windows of about HASH_BLOCK.
+
+    Mapped, not read: no copy through a buffer (reading cost 2-3x the hashing itself). Each
+    window is unmapped by the caller before the next is mapped, so the file's pages never count
+    towards this process's memory beyond one window."""
+    pos = start - start % mmap.ALLOCATIONGRANULARITY
+    while pos < end:
+        length = min(HASH_BLOCK, end - pos)
+        yield pos, mmap.mmap(fd, length, offset=pos, access=mmap.ACCESS_READ)
+        pos += length
 
 
 # --- planning: files -> tasks -------------------------------------------------------------
 
 
+def count_lines(data: bytes | mmap.mmap, start: int, end: int) -> int:
+    """Newlines in data[start:end] (bytes or mmap). Capture lines are tens of KB, so jumping from
+    newline to newline with find (memchr) is ~10x faster than bytes.count; a run of short lines
+    switches to one bulk count."""
+    count, pos = 0, start
+    while pos < end:
+        nl = data.find(b"\n", pos, end)
+        if nl < 0:
+            break
+        count += 1
+        pos = nl + 1
+        if count == 64 and pos - start < 64 * 2048:
+            return count + data[pos:end].count(b"\n")
+    return count
+
+
 def split_ranges(path: Path, size: int) -> list[tuple[int, int, int]]:
     """(start, end, first line number) ranges of about CHUNK_BYTES, cut after a newline."""
+    return list(iter_ranges(path, size))
+
+
+def iter_ranges(path: Path, size: int) -> Iterator[tuple[int, int, int]]:
+    """`split_ranges`, lazily: each range's first line number is counted only when the range
+    before it is handed out, so counting overlaps the workers' start instead of delaying it."""
     if size <= CHUNK_BYTES:
-        return [(0, size, 1)]
-    ranges = []
-    buf = bytearray(8 * 1024 * 1024)
-    with path.open("rb", buffering=0) as fh:
+        yield 0, size, 1
+        return
+    with path.open("rb") as fh:
+        fd = fh.fileno()
         start, lineno = 0, 1
         while start < size:
             end = min(start + CHUNK_BYTES, size)
             if end < size:
-                end = _next_line_start(fh, end, size)
-            ranges.append((start, end, lineno))
-            lineno += _count_newlines(fh, start, end, buf)
+                end = _next_line_start(fd, end, size)
+            yield start, end, lineno
+            for offset, window in _windows(fd, start, end):
+                with window:
+                    lo = max(start - offset, 0)
+                    lineno += count_lines(window, lo, min(end - offset, len(window)))
             start = end
-    return ranges
 
 
-def _next_line_start(fh: Any, pos: int, size: int) -> int:
-    fh.seek(pos)
+def _next_line_start(fd: int, pos: int, size: int) -> int:
     while pos < size:
-        block: bytes = fh.read(1024 * 1024)
+        block = os.pread(fd, 1024 * 1024, pos)
+        if not block:
+            break
         nl = block.find(b"\n")
         if nl >= 0:
             return pos + nl + 1
         pos += len(block)
     return size
-
-
-def _count_newlines(fh: Any, start: int, end: int, buf: bytearray) -> int:
-    fh.seek(start)
-    count, left = 0, end - start
-    while left > 0:
-        n: int = fh.readinto(buf)
-        if not n:
-            break
-        count += buf.count(b"\n", 0, min(n, left))
-        left -= n
-    return count
 
 
 def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
@@ -166,22 +212,22 @@ def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
         lineno, carry, consumed = 1, b"", 0
         while True:
             block = stream.read(BATCH_BYTES)
-            data = carry + block
             if not block:
-                if data:
-                    yield Task(str(path), fmt, digest, first_lineno=lineno, lines=data,
+                if carry:
+                    yield Task(str(path), fmt, digest, first_lineno=lineno, lines=carry,
                                weight=raw.tell() - consumed)  # fmt: skip
                 return
-            cut = data.rfind(b"\n") + 1
+            cut = block.rfind(b"\n") + 1
             if cut == 0:
-                carry = data  # one line longer than a block: keep reading
+                carry += block  # one line longer than a block: keep reading
                 continue
-            carry = data[cut:]
+            lines = carry + block[:cut] if carry else block[:cut] if cut < len(block) else block
+            carry = block[cut:]
             position = raw.tell()
-            yield Task(str(path), fmt, digest, first_lineno=lineno, lines=data[:cut],
+            yield Task(str(path), fmt, digest, first_lineno=lineno, lines=lines,
                        weight=position - consumed)  # fmt: skip
             consumed = position
-            lineno += data.count(b"\n", 0, cut)
+            lineno += count_lines(lines, 0, len(lines))
 
 
 def _har_batches(path: Path, digest: str) -> Iterator[Task]:
@@ -211,14 +257,12 @@ def _har_batches(path: Path, digest: str) -> Iterator[Task]:
 def plan(path: Path, fmt: str, digest: str, size: int) -> Iterator[Task]:
     if fmt == "har":
         return _har_batches(path, digest)
-    if fmt == "capture_jsonl":
+    if fmt in LINE_FORMATS:
         if compression_of(path) is not None:
             return _line_blocks(path, fmt, digest)
-        return iter(
-            [
-                Task(str(path), fmt, digest, start=s, end=e, first_lineno=ln, weight=e - s)
-                for s, e, ln in split_ranges(path, size)
-            ]
+        return (
+            Task(str(path), fmt, digest, start=s, end=e, first_lineno=ln, weight=e - s)
+            for s, e, ln in iter_ranges(path, size)
         )
     return iter([Task(str(path), fmt, digest, weight=size)])
 
@@ -226,8 +270,70 @@ def plan(path: Path, fmt: str, digest: str, size: int) -> Iterator[Task]:
 # --- work: tasks -> rows -> parts -----------------------------------------------------------
 
 
+class _DaySegments:
+    """One day's segment columns in compact form: a request index per segment instead of its id,
+    machine ints, and the digests as one byte string each, hex-encoded in one call at write."""
+
+    __slots__ = (
+        "digests",
+        "kind",
+        "position",
+        "prefixes",
+        "request_ids",
+        "request_of",
+        "role",
+        "sizes",
+    )
+
+    def __init__(self) -> None:
+        self.request_ids: list[str] = []
+        self.request_of = array("i")
+        self.position = array("i")
+        self.kind: list[str] = []
+        self.role: list[str | None] = []
+        self.digests = bytearray()
+        self.prefixes = bytearray()
+        self.sizes = array("i")
+
+    def add(self, request_id: str, norm: Normalised) -> None:
+        n = len(norm.data)
+        self.request_of.extend(repeat(len(self.request_ids), n))
+        self.request_ids.append(request_id)
+        self.position.extend(range(n))
+        self.kind.extend(norm.kinds)
+        self.role.extend(norm.roles)
+        self.digests += b"".join(norm.digests)
+        self.prefixes += b"".join(norm.prefix_digests)
+        self.sizes.extend(map(len, norm.data))
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def table(self) -> pa.Table:
+        n = len(self.kind)
+        ids = pa.array(self.request_ids, pa.string()).take(pa.array(self.request_of, pa.int32()))
+        columns = {
+            "request_id": ids,
+            "position": pa.array(self.position, pa.int32()),
+            "kind": pa.array(self.kind, pa.string()),
+            "role": pa.array(self.role, pa.string()),
+            "segment_hash": _hex_column(self.digests, n),
+            "prefix_hash": _hex_column(self.prefixes, n),
+            "bytes": pa.array(self.sizes, pa.int32()),
+        }
+        return pa.Table.from_pydict(columns, schema=schema.load("segments").arrow())
+
+
+def _hex_column(digests: bytearray, n: int) -> pa.Array:
+    """n 16-byte digests as 32-character hex strings, built from buffers (no object per row)."""
+    data = pa.py_buffer(digests.hex().encode("ascii"))
+    offsets = pa.py_buffer(array("i", range(0, 32 * n + 1, 32)).tobytes())
+    return pa.Array.from_buffers(pa.string(), n, [None, offsets, data])
+
+
 class _Buffers:
-    """Column buffers for one source in one process, written as parts when they grow."""
+    """Column buffers for one source in one process, kept per UTC day (the partition), written
+    as parts when they grow: one file per table and day, with no filtering by day at write."""
 
     def __init__(
         self, wh: Warehouse, key: str, worker: int, keep_content: bool, flush_segments: int
@@ -235,44 +341,52 @@ class _Buffers:
         self.wh, self.key, self.worker, self.keep_content = wh, key, worker, keep_content
         self.flush_segments = flush_segments
         self.flushes = 0
-        self.seen_content: set[str] = set()
-        self.request_names = schema.load("requests").names
+        self.seen_content: set[bytes] = set()
+        self.request_names = [n for n in schema.load("requests").names if n != "day"]
         self.rejects_names = schema.load("rejects").names
         self._reset()
 
     def _reset(self) -> None:
-        self.requests: dict[str, list[Any]] = {n: [] for n in self.request_names}
-        self.segments: list[Segment] = []
-        self.segment_days: list[Any] = []
+        self.requests: dict[date, dict[str, list[Any]]] = {}
+        self.segments: dict[date, _DaySegments] = {}
         self.content: dict[str, list[Any]] = {"segment_hash": [], "bytes": [], "content": []}
         self.rejects: dict[str, list[Any]] = {n: [] for n in self.rejects_names}
-        self.content_bytes = 0
+        self.request_count = self.segment_count = self.content_bytes = 0
 
-    def add(self, row: dict[str, Any], segments: list[Segment], contents: Any) -> None:
+    def add(self, norm: Normalised) -> None:
+        row = norm.row
         day = row["started_at"].date()
-        row["day"] = day
-        for name, values in self.requests.items():
+        requests = self.requests.get(day)
+        if requests is None:
+            requests = self.requests[day] = {n: [] for n in self.request_names}
+            self.segments[day] = _DaySegments()
+        for name, values in requests.items():
             values.append(row.get(name))
-        self.segments.extend(segments)
-        self.segment_days.extend([day] * len(segments))
-        if self.keep_content:
-            seen = self.seen_content
-            if len(seen) > SEEN_CONTENT_MAX:
-                seen.clear()  # bounded memory; a repeat costs a duplicate row, which views drop
-            for digest, data in contents:
-                if digest in seen:
-                    continue
-                seen.add(digest)
-                self.content["segment_hash"].append(digest)
-                self.content["bytes"].append(len(data))
-                self.content["content"].append(data.decode("utf-8", "replace"))
-                self.content_bytes += len(data)
+        self.request_count += 1
+        if norm.data:
+            self.segments[day].add(row["request_id"], norm)
+            self.segment_count += len(norm.data)
+            if self.keep_content:
+                self._add_content(norm.digests, norm.data)
         if (
-            len(self.segment_days) >= self.flush_segments
-            or len(self.requests["request_id"]) >= FLUSH_REQUESTS
+            self.segment_count >= self.flush_segments
+            or self.request_count >= FLUSH_REQUESTS
             or self.content_bytes >= FLUSH_CONTENT_BYTES
         ):
             self.flush()
+
+    def _add_content(self, digests: list[bytes], data: list[bytes]) -> None:
+        seen = self.seen_content
+        if len(seen) > SEEN_CONTENT_MAX:
+            seen.clear()  # bounded memory; a repeat costs a duplicate row, which views drop
+        for digest, blob in zip(digests, data, strict=True):
+            if digest in seen:
+                continue
+            seen.add(digest)
+            self.content["segment_hash"].append(digest.hex())
+            self.content["bytes"].append(len(blob))
+            self.content["content"].append(blob.decode("utf-8", "replace"))
+            self.content_bytes += len(blob)
 
     def reject(self, rej: Reject, now: datetime) -> None:
         self.rejects["source"].append(rej.source)
@@ -282,20 +396,11 @@ class _Buffers:
         self.rejects["ingested_at"].append(now)
 
     def flush(self) -> None:
-        segs = self.segments
-        segment_columns = {
-            "request_id": [s.request_id for s in segs],
-            "day": self.segment_days,
-            "position": [s.position for s in segs],
-            "kind": [s.kind for s in segs],
-            "role": [s.role for s in segs],
-            "segment_hash": [s.segment_hash for s in segs],
-            "prefix_hash": [s.prefix_hash for s in segs],
-            "bytes": [s.bytes for s in segs],
-        }
         part = f"{self.worker:02d}-{self.flushes:05d}"
-        self.wh.write_rows("requests", self.requests, self.key, part)
-        self.wh.write_rows("segments", segment_columns, self.key, part)
+        for day, requests in self.requests.items():
+            self.wh.write_partition("requests", requests, self.key, part, day)
+            if len(self.segments[day]):
+                self.wh.write_table("segments", self.segments[day].table(), self.key, part, day)
         self.wh.write_rows("segment_content", self.content, self.key, part)
         self.wh.write_rows("rejects", self.rejects, self.key, part)
         self.flushes += 1
@@ -320,8 +425,16 @@ class Worker:
         if task.items is not None:
             return task.items
         if task.lines is not None:
+            if task.fmt == "otlp_json":
+                from pipeline.sources.otlp import iter_otlp_lines
+
+                return iter_otlp_lines(io.BytesIO(task.lines), task.path, task.first_lineno)
             return _iter_lines(task.lines, task.path, task.first_lineno)
         if task.start is not None and task.end is not None:
+            if task.fmt == "otlp_json":
+                from pipeline.sources.otlp import iter_otlp_range
+
+                return iter_otlp_range(Path(task.path), task.start, task.end, task.first_lineno)
             from pipeline.sources.capture import iter_capture_range
 
             return iter_capture_range(Path(task.path), task.start, task.end, task.first_lineno)
@@ -359,7 +472,7 @@ class Worker:
                 buffers.reject(Reject(item.source, item.index, str(exc), excerpt), now)
                 rejected += 1
                 continue
-            buffers.add(norm.row, norm.segments, norm.contents)
+            buffers.add(norm)
             accepted += 1
         return records, accepted, rejected, skipped
 
@@ -435,28 +548,44 @@ def _run_inline(tasks: Iterator[Task], root: str, options: Options, run: _Run) -
         gc.set_threshold(*thresholds)
 
 
-def _run_parallel(
-    tasks: Iterator[Task], root: str, options: Options, run: _Run, n_workers: int
-) -> None:
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["pipeline.ingest"])
-    task_q: Any = ctx.Queue(maxsize=n_workers)
-    result_q: Any = ctx.Queue()
-    procs = [
-        ctx.Process(target=_worker_main, args=(i, root, options, task_q, result_q), daemon=True)
-        for i in range(n_workers)
-    ]
-    for p in procs:
-        p.start()
-    exited = 0
+# Modules a worker needs, imported once in the fork server rather than in every worker.
+_WORKER_MODULES = ["pipeline.ingest", "pipeline.sources.capture", "pipeline.sources.otlp"]
 
-    def drain(block: bool) -> None:
-        nonlocal exited
+
+class _Pool:
+    """Worker processes, started before the inputs are hashed and planned so that their start-up
+    (a fresh interpreter importing pyarrow, ~0.4 s) overlaps that work instead of following it."""
+
+    def __init__(self, root: str, options: Options, n_workers: int) -> None:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_WORKER_MODULES)
+        self.n_workers = n_workers
+        self.task_q: Any = ctx.Queue(maxsize=n_workers)
+        self.result_q: Any = ctx.Queue()
+        self.procs = [
+            ctx.Process(
+                target=_worker_main,
+                args=(i, root, options, self.task_q, self.result_q),
+                daemon=True,
+            )
+            for i in range(n_workers)
+        ]
+        self.exited = 0
+        # Starting the first worker waits for the fork server to import its modules: do it on a
+        # thread, so the caller hashes and plans meanwhile.
+        self.starter = threading.Thread(target=self._start, daemon=True)
+        self.starter.start()
+
+    def _start(self) -> None:
+        for p in self.procs:
+            p.start()
+
+    def _drain(self, run: _Run, block: bool) -> None:
         while True:
             try:
-                kind, ident, weight, payload = result_q.get(timeout=0.2 if block else 0.0)
+                kind, ident, weight, payload = self.result_q.get(timeout=0.2 if block else 0.0)
             except queue.Empty:
-                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                dead = [p for p in self.procs if p.exitcode not in (None, 0)]
                 if dead:
                     code = dead[0].exitcode
                     raise PipelineError(f"an ingest worker died (exit code {code})") from None
@@ -464,29 +593,72 @@ def _run_parallel(
             if kind == "done":
                 run.apply(ident, weight, payload)
             elif kind == "exit":
-                exited += 1
+                self.exited += 1
             else:
                 raise PipelineError(f"ingest worker failed: {payload}")
             block = False
 
-    try:
+    def run(self, tasks: Iterator[Task], run: _Run) -> None:
+        self.starter.join()
         for task in tasks:
             while True:
                 try:
-                    task_q.put(task, timeout=0.2)
+                    self.task_q.put(task, timeout=0.2)
                     break
                 except queue.Full:
-                    drain(block=False)
-            drain(block=False)
-        for _ in procs:
-            task_q.put(None)
-        while exited < n_workers:
-            drain(block=True)
-    finally:
-        for p in procs:
-            if p.is_alive() and exited < n_workers:
+                    self._drain(run, block=False)
+            self._drain(run, block=False)
+        for _ in self.procs:
+            self.task_q.put(None)
+        while self.exited < self.n_workers:
+            self._drain(run, block=True)
+
+    def close(self) -> None:
+        self.starter.join()
+        for p in self.procs:
+            if p.is_alive() and self.exited < self.n_workers:
                 p.terminate()
             p.join()
+
+
+def _work_estimate(path: Path) -> int:
+    """Bytes of content a file holds, roughly: a compressed capture holds several times its size
+    (a 5 MB zstd file of 250 MB of traffic must not be ingested on one core)."""
+    try:
+        size = path.stat().st_size if path.is_file() else 0
+        return size * COMPRESSION_GUESS if size and compression_of(path) else size
+    except OSError:
+        return 0
+
+
+def _same_file(recorded: str, path: Path) -> bool:
+    if recorded == str(path):
+        return True
+    try:
+        return Path(recorded).resolve() == path.resolve()
+    except OSError:
+        return False
+
+
+def supersede(warehouse: Warehouse, path: Path, digest: str) -> list[str]:
+    """Remove what earlier ingests of this path wrote when its content has changed since.
+
+    A capture the proxy is still appending to is ingested again later with more lines; its
+    manifest entry is keyed by content hash, so without this the old rows would stay beside the
+    new ones and every earlier exchange would count twice. Returns the replaced source hashes.
+    """
+    replaced = []
+    for row in warehouse.manifest_rows():
+        old = str(row["source_hash"])
+        if old != digest and _same_file(str(row["source"]), path):
+            warehouse.remove_source(old)
+            replaced.append(old)
+            print(
+                f"{path}: changed since it was ingested ({row['records']} records, "
+                f"{row['size_bytes']} bytes); replacing those rows",
+                file=sys.stderr,
+            )
+    return replaced
 
 
 def ingest(
@@ -504,52 +676,76 @@ def ingest(
         raise InputError("no input files", hint="cacheaudit ingest CAPTURE.jsonl [MORE ...]")
     if providers_file is not None:
         providers.load_user_rules(providers_file)  # fail fast on a bad map, before any work
+    n_workers = max(1, workers or os.cpu_count() or 1)
+    if sum(_work_estimate(p) for p in paths) < PARALLEL_MIN_BYTES:
+        n_workers = 1  # worker start-up would cost more than it saves
+    options = Options(keep_content, str(providers_file) if providers_file else None, n_workers)
     with warehouse.lock():
         warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
-        result = IngestResult()
-        pending: dict[str, FileResult] = {}
-        plans: list[Iterator[Task]] = []
-        for path in paths:
-            fmt = detect_format(path)
-            digest = hash_file(path)
-            size = path.stat().st_size
-            if digest in pending or (warehouse.manifest_entry(digest) and not force):
-                result.files.append(FileResult(str(path), fmt, "unchanged", size_bytes=size))
-                continue
-            warehouse.remove_source(digest)  # --force
-            fr = FileResult(str(path), fmt, "ingested", size_bytes=size)
-            pending[digest] = fr
-            result.files.append(fr)
-            plans.append(plan(path, fmt, digest, size))
-        total = sum(fr.size_bytes for fr in pending.values())
-        run = _Run(pending, total, progress)
-        if progress and total:
-            progress(0, total)  # the bar shows the size at once, not when a first task ends
-        tasks = (task for p in plans for task in p)
-        n_workers = max(1, workers or os.cpu_count() or 1)
-        if total < PARALLEL_MIN_BYTES:
-            n_workers = 1
-        options = Options(keep_content, str(providers_file) if providers_file else None, n_workers)
-        if n_workers == 1:
-            _run_inline(tasks, str(warehouse.root), options, run)
-        else:
-            _run_parallel(tasks, str(warehouse.root), options, run, n_workers)
-        if progress and total:
-            progress(total, total)  # a HAR's tail after log.entries is never read
-        now = datetime.now(UTC)
-        for digest, fr in pending.items():
-            warehouse.write_manifest(
-                {
-                    "source": fr.source,
-                    "source_hash": digest,
-                    "format": fr.format,
-                    "size_bytes": fr.size_bytes,
-                    "records": fr.records,
-                    "accepted": fr.accepted,
-                    "rejected": fr.rejected,
-                    "skipped": fr.skipped,
-                    "ingested_at": now,
-                    "cacheaudit_version": __version__,
-                }
-            )
+        pool = _Pool(str(warehouse.root), options, n_workers) if n_workers > 1 else None
+        try:
+            result = _ingest_locked(paths, warehouse, force, options, pool, progress)
+        finally:
+            if pool is not None:
+                pool.close()
     return result
+
+
+def _ingest_locked(
+    paths: list[Path],
+    warehouse: Warehouse,
+    force: bool,
+    options: Options,
+    pool: _Pool | None,
+    progress: ProgressFn | None,
+) -> IngestResult:
+    """Plan every file and run its tasks, then write the manifest (last, under the lock)."""
+    result = IngestResult()
+    pending: dict[str, FileResult] = {}
+    plans: list[Iterator[Task]] = []
+    for path in paths:
+        fmt = detect_format(path)
+        digest, size = hash_and_size(path)
+        if digest in pending or (warehouse.manifest_entry(digest) and not force):
+            result.files.append(FileResult(str(path), fmt, "unchanged", size_bytes=size))
+            continue
+        warehouse.remove_source(digest)  # --force
+        fr = FileResult(str(path), fmt, "ingested", size_bytes=size)
+        fr.superseded = supersede(warehouse, path, digest)
+        pending[digest] = fr
+        result.files.append(fr)
+        plans.append(plan(path, fmt, digest, size))
+    total = sum(fr.size_bytes for fr in pending.values())
+    run = _Run(pending, total, progress)
+    if progress and total:
+        progress(0, total)  # the bar shows the size at once, not when a first task ends
+    tasks = (task for p in plans for task in p)
+    if pool is None:
+        _run_inline(tasks, str(warehouse.root), options, run)
+    else:
+        pool.run(tasks, run)
+    if progress and total:
+        progress(total, total)  # a HAR's tail after log.entries is never read
+    write_manifests(warehouse, pending)
+    return result
+
+
+def write_manifests(warehouse: Warehouse, done: dict[str, FileResult]) -> None:
+    """One manifest row per ingested source, written last: a crash before it leaves orphans
+    that the next ingest removes, never a half-counted source."""
+    now = datetime.now(UTC)
+    for digest, fr in done.items():
+        warehouse.write_manifest(
+            {
+                "source": fr.source,
+                "source_hash": digest,
+                "format": fr.format,
+                "size_bytes": fr.size_bytes,
+                "records": fr.records,
+                "accepted": fr.accepted,
+                "rejected": fr.rejected,
+                "skipped": fr.skipped,
+                "ingested_at": now,
+                "cacheaudit_version": __version__,
+            }
+        )

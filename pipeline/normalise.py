@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-import xxhash
+from xxhash import xxh3_128_digest
 
 from pipeline import providers
 from pipeline.dialects import DIALECTS
@@ -23,9 +23,39 @@ _EMPTY_PREFIX = b"\x00" * 16
 
 @dataclass(slots=True)
 class Normalised:
+    """One `requests` row and its prompt segments, as columns (position = list index): agent
+    traffic has tens of segments per request, and one object per segment cost more than the
+    hashing itself. Hashes stay raw 16-byte digests here; ingest hex-encodes them in bulk."""
+
     row: dict[str, Any]
-    segments: list[Segment]
-    contents: list[tuple[str, bytes]]  # (segment_hash, bytes) for the content store
+    kinds: list[str]
+    roles: list[str | None]
+    digests: list[bytes]  # xxh3-128 of each segment (segment_hash, raw)
+    prefix_digests: list[bytes]  # chained prefix hashes (prefix_hash, raw)
+    data: list[bytes]  # exact segment bytes (their lengths are the `bytes` column)
+
+    @property
+    def hashes(self) -> list[str]:
+        return [d.hex() for d in self.digests]
+
+    @property
+    def prefixes(self) -> list[str]:
+        return [d.hex() for d in self.prefix_digests]
+
+    @property
+    def segments(self) -> list[Segment]:
+        rid = self.row["request_id"]
+        return [
+            Segment(rid, i, kind, role, h, p, len(d))
+            for i, (kind, role, h, p, d) in enumerate(
+                zip(self.kinds, self.roles, self.hashes, self.prefixes, self.data, strict=True)
+            )
+        ]
+
+    @property
+    def contents(self) -> list[tuple[str, bytes]]:
+        """(segment_hash, bytes) for the content store."""
+        return list(zip(self.hashes, self.data, strict=True))
 
 
 class Skip(Exception):
@@ -36,48 +66,52 @@ class RejectRecord(Exception):
     """The exchange claims to be an LLM call but cannot be read; the message is the reason."""
 
 
-def hash_segments(
-    request_id: str, raw: list[tuple[str, str | None, bytes]]
-) -> tuple[list[Segment], list[tuple[str, bytes]], str | None]:
-    segments: list[Segment] = []
-    contents: list[tuple[str, bytes]] = []
+def hash_chain(data: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """(segment digests, chained prefix digests): xxh3-128 of each segment's bytes, and
+    prefix[i] = xxh3-128(prefix[i-1] + segment[i]) from 16 zero bytes. Hex is the stored form."""
+    digests = list(map(xxh3_128_digest, data))
+    prefixes = []
     prefix = _EMPTY_PREFIX
-    prefix_hex: str | None = None
-    for position, (kind, role, data) in enumerate(raw):
-        digest = xxhash.xxh3_128_digest(data)
-        prefix = xxhash.xxh3_128_digest(prefix + digest)
-        seg_hex = digest.hex()
-        prefix_hex = prefix.hex()
-        segments.append(Segment(request_id, position, kind, role, seg_hex, prefix_hex, len(data)))
-        contents.append((seg_hex, data))
-    return segments, contents, prefix_hex
+    for digest in digests:
+        prefix = xxh3_128_digest(prefix + digest)
+        prefixes.append(prefix)
+    return digests, prefixes
 
 
-def _arrival_ms(exchange: Exchange, offset: int | None, stream: bool) -> float | None:
-    """When the body byte at `offset` had arrived, from the capture's chunk timings."""
-    if offset is None:
-        return None
-    if exchange.chunks:
-        ends = list(accumulate(length for _, length in exchange.chunks))
-        i = bisect_left(ends, offset)
-        if i < len(exchange.chunks):
-            return exchange.chunks[i][0]
-        return exchange.chunks[-1][0]
+def _arrival_ms(
+    exchange: Exchange, offsets: tuple[int | None, ...], stream: bool
+) -> tuple[float | None, ...]:
+    """When the body bytes at `offsets` had arrived, from the capture's chunk timings."""
+    chunks = exchange.chunks
+    if chunks:
+        ends: list[int] | None = None
+        out: list[float | None] = []
+        for offset in offsets:
+            if offset is None:
+                out.append(None)
+                continue
+            if ends is None:
+                ends = list(accumulate(length for _, length in chunks))
+            i = bisect_left(ends, offset)
+            out.append(chunks[i][0] if i < len(chunks) else chunks[-1][0])
+        return tuple(out)
     # Without chunk timings a non-streamed body is usable when it has fully arrived; a stream's
     # per-event times are lost (HAR), so they stay unknown.
-    return None if stream else exchange.end_ms
+    known = None if stream else exchange.end_ms
+    return tuple(None if offset is None else known for offset in offsets)
 
 
 def _request_json(exchange: Exchange) -> dict[str, Any]:
     if not exchange.request_body:
         return {}
     try:
-        exchange.request_body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RejectRecord(f"request body is not valid UTF-8 (byte {exc.start})") from exc
-    try:
-        body = orjson.loads(exchange.request_body)
+        body = orjson.loads(exchange.request_body)  # also rejects invalid UTF-8
     except orjson.JSONDecodeError as exc:
+        # Decoding again only on failure, to say which of the two it was.
+        try:
+            exchange.request_body.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise RejectRecord(f"request body is not valid UTF-8 (byte {bad.start})") from bad
         raise RejectRecord(f"request body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise RejectRecord("request body is not a JSON object")
@@ -172,15 +206,15 @@ def build(
     """
     parts = urlsplit(exchange.url)
     host = parts.netloc.rpartition("@")[2]  # never user:password@ (sources redact it too)
-    segments, contents, last_prefix = hash_segments(
-        request_id, [(s.kind, s.role, s.data) for s in request.segments]
-    )
+    raw = request.segments
+    data = [s.data for s in raw]
+    digests, prefixes = hash_chain(data)
     usage = response.usage or Usage()
     if timing is None:
-        timing = (
-            _arrival_ms(exchange, response.first_reasoning_at, stream),
-            _arrival_ms(exchange, response.first_text_at, stream),
+        first_reasoning, first_text = _arrival_ms(
+            exchange, (response.first_reasoning_at, response.first_text_at), stream
         )
+        timing = (first_reasoning, first_text)
     row = {
         "request_id": request_id,
         "started_at": exchange.started_at,
@@ -217,9 +251,9 @@ def build(
         else None,
         "usage_semantics": usage.semantics or None,
         "raw_usage": orjson.dumps(usage.raw).decode() if usage.raw is not None else None,
-        "segment_count": len(segments),
-        "prompt_bytes": sum(s.bytes for s in segments),
-        "last_prefix_hash": last_prefix,
+        "segment_count": len(data),
+        "prompt_bytes": sum(map(len, data)),
+        "last_prefix_hash": prefixes[-1].hex() if prefixes else None,
         "cache_breakpoints": request.cache_breakpoints or None,
         "cache_ttls": request.cache_ttls or None,
         "request_bytes": len(exchange.request_body),
@@ -227,4 +261,6 @@ def build(
         "source": exchange.source,
         "source_index": exchange.index,
     }
-    return Normalised(row, segments, contents)
+    kinds = [s.kind for s in raw]
+    roles = [s.role for s in raw]
+    return Normalised(row, kinds, roles, digests, prefixes, data)

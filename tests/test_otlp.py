@@ -72,7 +72,7 @@ def test_a_current_convention_span_gives_inclusive_usage_and_timing() -> None:
     assert {k: row[k] for k in expected} == expected
     assert row["started_at"] == datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
     assert first.segments == []  # no content capture: no prompt bytes, no segments
-    assert row["request_id"] == "span0"
+    assert row["request_id"] == "span1000000"
 
 
 def test_older_names_and_an_exclusive_input_count_are_corrected() -> None:

@@ -25,12 +25,16 @@ and the schema are part of the cached prefix, so they are placed before the mess
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from pipeline.dialects.common import (
     as_str,
+    compact,
     error_fields,
     http_error,
     loads_lenient,
@@ -38,7 +42,13 @@ from pipeline.dialects.common import (
 )
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
-from pipeline.streams import is_stream_body, iter_sse
+from pipeline.streams import (
+    is_plain_data_stream,
+    is_stream_body,
+    iter_sse,
+    plain_frame_at,
+    plain_frame_starts_reversed,
+)
 
 API = "chat_completions"
 
@@ -81,17 +91,26 @@ USAGE_MAP = DialectMap(
 )
 
 
+_SYSTEM_ROLES = ("system", "developer")
+
+
 def parse_request(body: Any, url: str = "") -> RequestInfo:
-    segments: list[SegmentRaw] = []
-    for tool in body.get("tools") or body.get("functions") or []:
-        segments.append(segment("tool", None, tool))
+    # Agent requests carry tens of messages: one comprehension each for tools and messages, with
+    # no helper call per segment (that call cost as much as serialising the segment).
+    tools = body.get("tools") or body.get("functions") or []
+    segments = [SegmentRaw("tool", None, compact(tool)) for tool in tools]
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         segments.append(segment("schema", None, fmt))
-    for message in body.get("messages") or []:
-        role = message.get("role") if isinstance(message, dict) else None
-        kind = "system" if role in ("system", "developer") else "message"
-        segments.append(segment(kind, as_str(role), message))
+    segments += [
+        SegmentRaw(
+            "system" if role in _SYSTEM_ROLES else "message",
+            role if isinstance(role, str) else None,
+            compact(message),
+        )
+        for message in body.get("messages") or []
+        for role in (message.get("role") if isinstance(message, dict) else None,)
+    ]
     stream = body.get("stream")
     return RequestInfo(
         model=as_str(body.get("model")),
@@ -153,7 +172,31 @@ def parse_response(
     )
 
 
+def _choices(chunk: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunk's choices that are objects; anything but a list holds none (a malformed
+    `choices` costs that chunk, not the whole record)."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return []
+    return [c for c in choices if isinstance(c, dict)]
+
+
+def _finish_of(chunk: dict[str, Any]) -> tuple[bool, str | None]:
+    """(a choice has a truthy finish_reason, the value as the reader keeps it: the last one)."""
+    found, value = False, None
+    for choice in _choices(chunk):
+        if choice.get("finish_reason"):
+            found, value = True, as_str(choice["finish_reason"])
+    return found, value
+
+
 def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
+    fast = _parse_plain_stream(body, provider)
+    return fast if fast is not None else _parse_any_stream(body, provider)
+
+
+def _parse_any_stream(body: bytes, provider: str) -> ResponseInfo:
+    """The reference reader: every event framed and decoded, in order."""
     usage_raw: Any = None
     model: str | None = None
     finish: str | None = None
@@ -186,14 +229,10 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
             error_type = error_type or "error"
         if chunk.get("usage") is not None:
             usage_raw = chunk["usage"]
-            usage_final = finish is not None or any(
-                isinstance(c, dict) and c.get("finish_reason") for c in chunk.get("choices") or ()
-            )
+            usage_final = finish is not None or _finish_of(chunk)[0]
         if isinstance(chunk.get("model"), str):
             model = chunk["model"]
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, dict):
-                continue
+        for choice in _choices(chunk):
             reasoning, text = _message_text(choice)
             if reasoning and first_reasoning is None:
                 first_reasoning = event.end
@@ -219,4 +258,139 @@ def _parse_stream(body: bytes, provider: str) -> ResponseInfo:
         finish_reason=finish,
         first_reasoning_at=first_reasoning,
         first_text_at=first_text,
+    )
+
+
+# --- the same result from a few events (plain streams) -----------------------------------------
+#
+# `_parse_any_stream` decodes every event, but its result depends on few of them: the last one
+# with a non-null `usage`, the last with a truthy `finish_reason` (and the last such before the
+# usage one), the first with reasoning, the first with answer text or a tool call, the last with
+# a string `model`, and whether a `[DONE]` event came. On a plain data stream
+# (`is_plain_data_stream`) each is found by searching the body for its key and decoding only the
+# event around a hit, then judging that event with the same per-chunk rules. A hit is only a
+# candidate (the key may be nested, or sit in an event that is not JSON): a candidate that does
+# not qualify is passed over and the search goes on, so a search may over-match but must never
+# miss. Searches pass over only values that cannot count (null, false, "", [], {}). Bodies where
+# a search could miss, or where the reference reader does more than read these keys, go to the
+# reference reader: any `"error"` (in-band errors), and a key letter written as a `\u00XX`
+# escape, which a byte search cannot see.
+_COUNTS = rb"\s*+:\s*+(?!null|false|\"\"|\[\s*+\]|\{\s*+\})"
+_USAGE_KEY = re.compile(rb'"usage"\s*+:\s*+(?!null)')
+_FINISH_KEY = re.compile(rb'"finish_reason"' + _COUNTS)
+_TEXT_KEYS = tuple(
+    (key, re.compile(key + _COUNTS)) for key in (b'"content"', b'"tool_calls"', b'"function_call"')
+)
+_REASONING_KEYS = tuple(
+    (key, re.compile(key + _COUNTS)) for key in (b'"reasoning_content"', b'"reasoning"')
+)
+_ESCAPED_KEY_LETTER = re.compile(rb"\\u00(?:[46][1-9a-fA-F]|[57][0-9aA]|5[fF])")
+_SKIPPED: dict[str, Any] = {}  # an event the reference reader skips: [DONE], empty, not an object
+
+
+class _PlainEvents:
+    """The events of a plain data stream, each decoded on demand and at most once."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.decoded: dict[int, tuple[dict[str, Any], int]] = {}
+
+    def at(self, pos: int) -> tuple[int, dict[str, Any], int]:
+        """(start, chunk or `_SKIPPED`, end offset) of the event holding byte `pos`."""
+        sep = self.body.rfind(b"\n\n", 0, pos)
+        start = 0 if sep < 0 else sep + 2
+        known = self.decoded.get(start)
+        if known is not None:
+            return start, known[0], known[1]
+        _, data, end = plain_frame_at(self.body, start)
+        chunk: Any = _SKIPPED
+        if data and data != b"[DONE]":
+            with contextlib.suppress(orjson.JSONDecodeError):
+                chunk = orjson.loads(data)
+            if not isinstance(chunk, dict):
+                chunk = _SKIPPED
+        self.decoded[start] = (chunk, end)
+        return start, chunk, end
+
+    def last(self, key: bytes, pattern: re.Pattern[bytes], before: int) -> Iterator[int]:
+        """Offsets of `key` hits whose value may count, last first, below `before`."""
+        pos = before
+        while (pos := self.body.rfind(key, 0, pos)) >= 0:
+            if pattern.match(self.body, pos):
+                yield pos
+
+    def first(self, keys: tuple[tuple[bytes, re.Pattern[bytes]], ...], flag: int) -> int | None:
+        """End offset of the first event where a choice has `_message_text(choice)[flag]`."""
+        body, found = self.body, None
+        for key, pattern in keys:  # each key's first qualifying event; the earliest wins
+            limit = len(body) if found is None else found
+            pos = body.find(key, 0, limit)  # a literal scan is 2x faster than a pattern scan
+            while pos >= 0 and (hit := pattern.search(body, pos, limit)) is not None:
+                _, chunk, end = self.at(hit.start())
+                if any(_message_text(c)[flag] for c in _choices(chunk)):
+                    found = end
+                    break
+                pos = end
+        return found
+
+    def last_finish(self, before: int) -> str | None:
+        """The reference reader's `finish` after every event that starts before `before`."""
+        seen = -1
+        for pos in self.last(b'"finish_reason"', _FINISH_KEY, len(self.body)):
+            start, chunk, _ = self.at(pos)
+            if start < before and start != seen:
+                found, value = _finish_of(chunk)
+                if found:
+                    return value
+                seen = start
+        return None
+
+    def done(self) -> bool:
+        body = self.body
+        pos = len(body)
+        while (pos := body.rfind(b"[DONE]", 0, pos)) >= 0:
+            if plain_frame_at(body, pos)[1] == b"[DONE]":
+                return True
+        return False
+
+
+def _parse_plain_stream(body: bytes, provider: str) -> ResponseInfo | None:
+    """What `_parse_any_stream` returns, read from a few events; None when the body is not a
+    plain data stream or may need the reference reader (see above)."""
+    if (
+        not is_plain_data_stream(body)
+        or b'"error"' in body
+        or (b"\\u00" in body and _ESCAPED_KEY_LETTER.search(body))
+    ):
+        return None
+    events = _PlainEvents(body)
+    usage_raw: Any = None
+    usage_final = False
+    for pos in events.last(b'"usage"', _USAGE_KEY, len(body)):
+        start, chunk, _ = events.at(pos)
+        if chunk.get("usage") is not None:
+            usage_raw = chunk["usage"]
+            usage_final = _finish_of(chunk)[0] or events.last_finish(start) is not None
+            break
+    model: str | None = None
+    if b'"model"' in body:
+        for start in plain_frame_starts_reversed(body):
+            chunk = events.at(start)[1]
+            if isinstance(chunk.get("model"), str):
+                model = chunk["model"]
+                break
+    usage = normalise_usage(usage_raw, provider)
+    outcome = "ok"
+    if not events.done() and not usage_final:
+        outcome = "interrupted"
+        if usage is not None:  # running totals of a cut stream: output not final
+            usage.output_tokens = usage.reasoning_tokens = None
+    return ResponseInfo(
+        outcome=outcome,
+        usage=usage,
+        model=model,
+        finish_reason=events.last_finish(len(body) + 1),
+        # Most streams have no reasoning: one literal scan instead of two pattern scans.
+        first_reasoning_at=events.first(_REASONING_KEYS, 0) if b'"reasoning' in body else None,
+        first_text_at=events.first(_TEXT_KEYS, 1),
     )

@@ -3,9 +3,10 @@ one JSON document `{"resourceSpans": [...]}` per line (optionally gzip/zstd comp
 
 Every span becomes an `Exchange` with `span` set (attributes flattened to Python values);
 `pipeline.otel.normalise_span` turns GenAI spans into rows and skips the others (HTTP, DB
-spans of the same trace). `index` is the 0-based position of the span in the file; a line that
-is not valid JSON is one reject at the index it would have taken. Lines are read one at a time,
-so memory stays bounded whatever the file size.
+spans of the same trace). `index` is line number (1-based) x 1,000,000 + the span's 0-based
+position within its line (`span_index`), so a large file is split at line boundaries and read by
+every core like a capture JSONL; a line that is not valid JSON is one reject at its line's first
+index. Lines are read one at a time, so memory stays bounded whatever the file size.
 
 OTLP/JSON details handled: int64 values (`intValue`, `*UnixNano`) may be strings or numbers;
 span status code may be the enum number (2 = ERROR) or its name; `scopeSpans` was called
@@ -15,7 +16,7 @@ span status code may be the enum number (2 = ERROR) or its name; `scopeSpans` wa
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ from pipeline.records import Exchange, Reject
 from pipeline.sources import open_binary
 from pipeline.sources.capture import redact_excerpt
 
+# Spans of one line are numbered within it (see `span_index`); an export batch holds thousands
+# of spans at most, far below this.
+SPAN_INDEX_STRIDE = 1_000_000
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
 
@@ -136,28 +140,50 @@ def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]
                     yield span, resource
 
 
-def iter_otlp(path: Path) -> Iterator[Exchange | Reject]:
-    source = str(path)
-    index = 0
-    with open_binary(path) as fh:
-        for line in fh:
-            if not line.strip():
+def span_index(lineno: int, ordinal: int) -> int:
+    """`source_index` of a span: its line number (1-based) and its position in that line
+    (0-based), so a span's index depends on its own line only and a file can be split at line
+    boundaries like a capture JSONL: index // SPAN_INDEX_STRIDE is the line."""
+    return lineno * SPAN_INDEX_STRIDE + ordinal
+
+
+def iter_otlp_lines(
+    lines: Iterable[bytes], source: str, first_lineno: int
+) -> Iterator[Exchange | Reject]:
+    """Spans of consecutive OTLP lines, the first being line `first_lineno`."""
+    for lineno, line in enumerate(lines, start=first_lineno):
+        if not line.strip():
+            continue
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            excerpt = redact_excerpt(line)
+            yield Reject(source, span_index(lineno, 0), f"OTLP line is not JSON: {exc}", excerpt)
+            continue
+        if not isinstance(doc, dict):
+            yield Reject(source, span_index(lineno, 0), "OTLP line is not a JSON object", "")
+            continue
+        for ordinal, (span, resource) in enumerate(_spans(doc)):
+            index = span_index(lineno, ordinal)
+            if ordinal >= SPAN_INDEX_STRIDE:
+                yield Reject(source, index, "OTLP line has too many spans to number", "")
                 continue
             try:
-                doc = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                excerpt = redact_excerpt(line)
-                yield Reject(source, index, f"OTLP line is not JSON: {exc}", excerpt)
-                index += 1
-                continue
-            if not isinstance(doc, dict):
-                yield Reject(source, index, "OTLP line is not a JSON object", "")
-                index += 1
-                continue
-            for span, resource in _spans(doc):
-                try:
-                    yield span_to_exchange(span, resource, source, index)
-                except (TypeError, ValueError, AttributeError, OverflowError) as exc:
-                    excerpt = redact_excerpt(orjson.dumps(span))
-                    yield Reject(source, index, f"OTLP span not readable: {exc}", excerpt)
-                index += 1
+                yield span_to_exchange(span, resource, source, index)
+            except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                excerpt = redact_excerpt(orjson.dumps(span))
+                yield Reject(source, index, f"OTLP span not readable: {exc}", excerpt)
+
+
+def iter_otlp(path: Path) -> Iterator[Exchange | Reject]:
+    with open_binary(path) as fh:
+        yield from iter_otlp_lines(fh, str(path), 1)
+
+
+def iter_otlp_range(
+    path: Path, start: int, end: int, first_lineno: int
+) -> Iterator[Exchange | Reject]:
+    """Spans of the lines of an uncompressed file between byte offsets (on line boundaries)."""
+    from pipeline.sources.capture import iter_line_range
+
+    yield from iter_otlp_lines(iter_line_range(path, start, end), str(path), first_lineno)
