@@ -57,6 +57,9 @@ TABLE_PROVIDERS = ("pipeline.prices.tables", "pipeline.cache_rules")
 MATERIALISED = ("request_prefix", "conversations", "cache_breaks")
 DERIVED_DIR = "derived"
 STAMP_VERSION = "1"
+# A build caps DuckDB's memory and spills to <warehouse>/derived/.spill beyond it: the window
+# over every segment is larger than memory on big warehouses (bench/views.py: 1M requests).
+BUILD_MEMORY_LIMIT_BYTES = 3 * 1024**3
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,8 +273,7 @@ def build(
     out_dir = wh.root / DERIVED_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     con = connect(wh, options=options, use_derived=not force, only=targets)
-    con.execute("SET preserve_insertion_order = false")
-    con.execute("SET temp_directory = ?", [str(out_dir / ".spill")])
+    _limit_build_memory(con, out_dir / ".spill")
     results: list[BuildResult] = []
     for name in order:
         if not force and fresh_derived(wh, name, options) is not None:
@@ -302,6 +304,23 @@ def build(
         _create_from_parquet(con, name, path)
         results.append(BuildResult(name, True, rows, time.perf_counter() - start))
     return results
+
+
+def build_memory_limit() -> int:
+    """Bytes a build may hold in memory: BUILD_MEMORY_LIMIT_BYTES, or half of a smaller RAM."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return BUILD_MEMORY_LIMIT_BYTES
+    return min(BUILD_MEMORY_LIMIT_BYTES, ram // 2)
+
+
+def _limit_build_memory(con: duckdb.DuckDBPyConnection, spill_dir: Path) -> None:
+    # Row order of a derived file carries no meaning; keeping it would cost memory in sorts.
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET temp_directory = ?", [str(spill_dir)])
+    con.execute("SET memory_limit = ?", [f"{build_memory_limit() // 1024**2}MB"])
+    con.execute("SET enable_progress_bar = false")
 
 
 def _path_literal(path: Path) -> str:

@@ -1,5 +1,5 @@
 -- name: cache_breaks
--- inputs: conversations, request_prefix, expected_cache, requests, segments, segment_content
+-- inputs: conversations, request_prefix, expected_cache, requests, segments, raw_segment_content
 -- output: one row per request where a reusable prefix was lost, with ONE primary cause, the
 --   first of: cold_start (first turn of a conversation: nothing earlier to reuse), expired (the
 --   gap since the parent is longer than the rule's cache lifetime and no other request kept the
@@ -37,22 +37,50 @@ with_parent AS (
 
 -- where the prompt first differs from the parent's: prefix_reuse already knows it when the
 -- parent is the request it shares the longest prefix with; otherwise compare position by position
--- (chained prefix hashes: the count of equal positions is the shared length)
-to_compare AS (
-    SELECT request_id, parent_request_id
+-- (chained prefix hashes: the count of equal positions is the shared length). Both need a few
+-- segment rows of a few requests: ONE scan of `segments` fetches them all (the pairs to compare
+-- in full, the others at the known position only), keyed by the child request.
+known AS (
+    SELECT
+        request_id, parent_request_id,
+        reuse_request_id IS DISTINCT FROM parent_request_id             AS to_compare,
+        CASE WHEN reuse_request_id = parent_request_id AND shared_segments < parent_segments
+             THEN shared_segments END                                   AS at_position
     FROM with_parent
-    WHERE parent_request_id IS NOT NULL AND reuse_request_id IS DISTINCT FROM parent_request_id
+    WHERE parent_request_id IS NOT NULL
+),
+
+wanted AS (
+    SELECT request_id AS seg_request_id, request_id AS child_id, true AS is_new, at_position
+    FROM known
+    WHERE to_compare OR at_position IS NOT NULL
+    UNION ALL
+    SELECT parent_request_id, request_id, false, at_position
+    FROM known
+    WHERE to_compare OR at_position IS NOT NULL
+),
+
+fetched AS MATERIALIZED (
+    SELECT
+        w.child_id, w.is_new, s.position, s.kind, s.role, s.segment_hash,
+        hash(s.prefix_hash)                                             AS prefix_key
+    FROM segments AS s
+    JOIN wanted AS w
+      ON s.request_id = w.seg_request_id
+     AND (w.at_position IS NULL OR s.position = w.at_position)
 ),
 
 compared AS (
-    SELECT c.request_id, count(ps.position) AS common_segments
-    FROM to_compare AS c
-    JOIN segments AS rs ON rs.request_id = c.request_id
-    LEFT JOIN segments AS ps
-      ON ps.request_id = c.parent_request_id
-     AND ps.position = rs.position
-     AND ps.prefix_hash = rs.prefix_hash
-    GROUP BY c.request_id
+    SELECT n.child_id AS request_id, count(o.position) AS common_segments
+    FROM fetched AS n
+    JOIN known AS k ON k.request_id = n.child_id AND k.to_compare
+    LEFT JOIN fetched AS o
+      ON o.child_id = n.child_id
+     AND NOT o.is_new
+     AND o.position = n.position
+     AND o.prefix_key = n.prefix_key
+    WHERE n.is_new
+    GROUP BY n.child_id
 ),
 
 diverged AS (
@@ -67,15 +95,21 @@ diverged AS (
 ),
 
 -- the segments of this request and of its parent at the first difference
+change_rows AS (
+    SELECT d.request_id, f.is_new, f.kind, f.role, f.segment_hash
+    FROM fetched AS f
+    JOIN diverged AS d ON f.child_id = d.request_id AND f.position = d.common_segments
+    WHERE d.common_segments < d.parent_segments
+),
+
 at_change AS (
     SELECT
         d.request_id,
         rs.kind AS new_kind, rs.role AS new_role, rs.segment_hash AS new_hash,
         ps.kind AS old_kind, ps.role AS old_role, ps.segment_hash AS old_hash
     FROM diverged AS d
-    LEFT JOIN segments AS rs ON rs.request_id = d.request_id AND rs.position = d.common_segments
-    LEFT JOIN segments AS ps
-      ON ps.request_id = d.parent_request_id AND ps.position = d.common_segments
+    LEFT JOIN change_rows AS rs ON rs.request_id = d.request_id AND rs.is_new
+    LEFT JOIN change_rows AS ps ON ps.request_id = d.request_id AND NOT ps.is_new
     WHERE d.common_segments < d.parent_segments
 ),
 
@@ -118,14 +152,29 @@ breaks AS (
     SELECT * FROM caused WHERE cause IS NOT NULL
 ),
 
+-- the text of only the changed segments, deduplicated like view segment_content but after
+-- the filter: that view groups every distinct segment of the warehouse
+changed_hashes AS (
+    SELECT new_hash AS segment_hash FROM breaks WHERE new_hash IS NOT NULL
+    UNION
+    SELECT old_hash FROM breaks WHERE old_hash IS NOT NULL
+),
+
+changed_content AS (
+    SELECT c.segment_hash, any_value(c.content) AS content
+    FROM raw_segment_content AS c
+    SEMI JOIN changed_hashes AS h ON h.segment_hash = c.segment_hash
+    GROUP BY c.segment_hash
+),
+
 contents AS (
     SELECT
         b.request_id,
         coalesce(n.content, '')                                         AS new_text,
         coalesce(o.content, '')                                         AS old_text
     FROM breaks AS b
-    LEFT JOIN segment_content AS n ON n.segment_hash = b.new_hash
-    LEFT JOIN segment_content AS o ON o.segment_hash = b.old_hash
+    LEFT JOIN changed_content AS n ON n.segment_hash = b.new_hash
+    LEFT JOIN changed_content AS o ON o.segment_hash = b.old_hash
     WHERE b.cause IN ('tools_changed', 'system_changed', 'history_rewritten')
 ),
 

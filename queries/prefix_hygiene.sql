@@ -1,5 +1,5 @@
 -- name: prefix_hygiene
--- inputs: cache_breaks, conversations, segments, segment_content
+-- inputs: cache_breaks, conversations, segments, raw_segment_content
 -- output: findings a team can act on before the next deploy, per agent (per conversation when
 --   the agent is unknown), each with an example request, the position, a redacted excerpt and
 --   the tokens it cost per affected turn (schemas/prefix_hygiene.json):
@@ -85,16 +85,24 @@ latest AS (
     QUALIFY row_number() OVER (PARTITION BY conversation_id ORDER BY turn DESC) = 1
 ),
 
+-- only segments that can hold a tool call or result: filtered before deduplicating (as view
+-- segment_content does) so the warehouse's other distinct segments are never grouped
+tool_content AS (
+    SELECT segment_hash, any_value(content) AS content
+    FROM raw_segment_content
+    WHERE contains(content, 'tool_call') OR contains(content, 'tool_use')
+       OR contains(content, 'tool_result')
+    GROUP BY segment_hash
+),
+
 tool_messages AS (
     SELECT
         l.subject_kind, l.subject, l.request_id, l.conversation_id, g.position, g.role,
         c.content
     FROM latest AS l
     JOIN segments AS g ON g.request_id = l.request_id
-    JOIN segment_content AS c ON c.segment_hash = g.segment_hash
+    JOIN tool_content AS c ON c.segment_hash = g.segment_hash
     WHERE g.kind = 'message' AND g.role IN ('assistant', 'tool', 'user')
-      AND (contains(c.content, 'tool_call') OR contains(c.content, 'tool_use')
-           OR contains(c.content, 'tool_result'))
 ),
 
 tool_ids AS (
