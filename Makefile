@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 WAREHOUSE ?= warehouse
 REPORTS ?= reports/out
 
-.PHONY: demo test lint typecheck unit bench docs clean help chromium demo-screenshot install
+.PHONY: demo test lint typecheck unit bench docs clean help chromium java demo-screenshot install
 
 help:
 	@echo "make demo   - install, generate demo traffic, ingest it, print headline numbers and the report path"
@@ -18,7 +18,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,spark]"
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -35,6 +35,10 @@ demo: $(STAMP)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium could not be installed: browser tests will skip"
 
+# Java for the Spark conformance test (pyspark needs a JVM); it skips with the reason without one.
+java:
+	@command -v java >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null) || echo "java could not be installed: Spark tests will skip"
+
 demo-screenshot: demo chromium
 	$(BIN)/python -m pipeline.reports.browser "$$($(BIN)/cacheaudit report weekly --warehouse $(WAREHOUSE) --out $(REPORTS) 2>/dev/null)" reports/demo-weekly.png
 
@@ -45,7 +49,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy pipeline
 
-unit: $(STAMP) chromium
+unit: $(STAMP) chromium java
 	$(BIN)/pytest
 
 test: lint typecheck unit

@@ -7,13 +7,17 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pipeline import __version__
+from pipeline.engines import engine_from, master_from
+from pipeline.engines.options import EngineOpt, SparkMasterOpt
 from pipeline.errors import ExitCode, PipelineError
-from pipeline.sql import SqlOptions
+
+if TYPE_CHECKING:
+    from pipeline.sql import SqlOptions
 
 app = typer.Typer(
     name="cacheaudit",
@@ -58,6 +62,8 @@ RulesOpt = Annotated[
 
 
 def sql_options(prices: list[Path] | None, rules: list[Path] | None) -> SqlOptions:
+    from pipeline.sql import SqlOptions  # lazy: keeps duckdb out of `ingest` start-up
+
     return SqlOptions(prices_paths=tuple(prices or ()), rules_paths=tuple(rules or ()))
 
 
@@ -118,6 +124,8 @@ def ingest(
             help="TOML map of self-hosted gateway hosts to provider and dialect.",
         ),
     ] = None,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Normalise captured exchanges into the warehouse.
 
@@ -132,15 +140,28 @@ def ingest(
     wh = Warehouse(warehouse)
     progress = _progress_bar() if sys.stderr.isatty() else None
     try:
-        result = run_ingest(
-            files,
-            wh,
-            force=force,
-            keep_content=not no_content,
-            workers=workers,
-            providers_file=providers,
-            progress=progress.update if progress else None,
-        )
+        if engine_from(engine) == "spark":
+            from pipeline.engines.spark_ingest import ingest_on
+
+            result = ingest_on(
+                master_from(spark_master),
+                files,
+                wh,
+                force=force,
+                keep_content=not no_content,
+                providers_file=providers,
+                progress=progress.update if progress else None,
+            )
+        else:
+            result = run_ingest(
+                files,
+                wh,
+                force=force,
+                keep_content=not no_content,
+                workers=workers,
+                providers_file=providers,
+                progress=progress.update if progress else None,
+            )
     finally:
         if progress:
             progress.close()

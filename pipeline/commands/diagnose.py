@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from pipeline.cli import DEFAULT_WAREHOUSE, RulesOpt, WarehouseOpt, err, sql_options
+from pipeline.engines.options import EngineOpt, SparkMasterOpt
 
 
 def diagnose(
@@ -54,13 +55,27 @@ def build(
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when up to date.")] = False,
     rules: RulesOpt = None,
+    engine: EngineOpt = None,
+    spark_master: SparkMasterOpt = None,
 ) -> None:
     """Compute the heavy prefix views once and store them as Parquet under
-    <warehouse>/derived/; later commands reuse them until the inputs change."""
+    <warehouse>/derived/; later commands reuse them until the inputs change.
+
+    With --engine spark the same queries/*.sql run as Spark SQL (translated by sqlglot) and
+    write the same derived/*.parquet, which `sql`, `diagnose` and `report` read with DuckDB."""
     from pipeline import sql
+    from pipeline.engines import engine_from, master_from
     from pipeline.warehouse import Warehouse
 
-    results = sql.build(Warehouse(warehouse), options=sql_options(None, rules), force=force)
+    options = sql_options(None, rules)
+    if engine_from(engine) == "spark":
+        from pipeline.engines.spark_sql import build_on
+
+        results = build_on(
+            master_from(spark_master), Warehouse(warehouse), options=options, force=force
+        )
+    else:
+        results = sql.build(Warehouse(warehouse), options=options, force=force)
     for r in results:
         if r.rebuilt:
             err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")

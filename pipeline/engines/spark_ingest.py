@@ -1,0 +1,153 @@
+"""Ingest on Spark: the same normaliser (`pipeline.ingest.Worker`), run as Spark tasks, writing
+the same warehouse.
+
+Two Spark jobs, so the driver never reads capture bytes:
+1. survey: one Spark task per input file detects its format, hashes it and, for an uncompressed
+   capture JSONL, cuts it into line-aligned byte ranges (`pipeline.ingest.split_ranges`);
+2. normalise: one Spark task per range (or per whole file: compressed captures and HAR are single
+   streams, OTLP is one document) runs a `Worker`, which writes the same
+   `<table>/[day=YYYY-MM-DD/]<source key>-<worker>-<flush>.parquet` parts as the local engine.
+The driver then writes the manifest, last, as `pipeline.ingest.ingest` does, so a source counts as
+ingested only when every part landed. A Spark task's worker id is its index, so a retried or
+speculative copy rewrites the same part names with the same rows (atomic renames): harmless.
+
+Executors must see the input files and the warehouse at the same paths as the driver: one machine,
+or a shared filesystem on a cluster (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pipeline import providers
+from pipeline.errors import InputError, PipelineError
+from pipeline.ingest import (
+    FileResult,
+    IngestResult,
+    Options,
+    ProgressFn,
+    Task,
+    Worker,
+    hash_file,
+    split_ranges,
+    supersede,
+    write_manifests,
+)
+from pipeline.sources import compression_of, detect_format
+from pipeline.warehouse import Warehouse
+
+Counts = tuple[int, int, int, int]
+
+
+def survey_file(path: str) -> dict[str, Any]:
+    """Format, content hash, size and byte ranges of one file; errors travel back as data."""
+    try:
+        p = Path(path)
+        fmt = detect_format(p)
+        size = p.stat().st_size
+        splittable = fmt == "capture_jsonl" and compression_of(p) is None
+        ranges = split_ranges(p, size) if splittable else []
+        return {"path": path, "format": fmt, "hash": hash_file(p), "size": size, "ranges": ranges}
+    except PipelineError as exc:
+        return {"path": path, "error": exc.message, "hint": exc.hint}
+    except OSError as exc:
+        return {"path": path, "error": f"cannot read {path}: {exc.strerror or exc}"}
+
+
+def tasks_of(s: dict[str, Any]) -> list[Task]:
+    if not s["ranges"]:
+        return [Task(s["path"], s["format"], s["hash"], weight=s["size"])]
+    return [
+        Task(s["path"], s["format"], s["hash"], start=a, end=b, first_lineno=ln, weight=b - a)
+        for a, b, ln in s["ranges"]
+    ]
+
+
+def _survey(spark: Any, paths: list[Path]) -> list[dict[str, Any]]:
+    names = [str(p) for p in paths]
+    # An RDD over the file list, one file per partition: plain Python workers, no pandas needed.
+    surveyed = spark.sparkContext.parallelize(names, len(names)).map(survey_file).collect()
+    for s in surveyed:  # fail like the local engine: on the first bad file, before any write
+        if "error" in s:
+            raise InputError(s["error"], hint=s.get("hint"))
+    return list(surveyed)
+
+
+def _run_tasks(spark: Any, tasks: list[Task], root: str, options: Options) -> list[Counts]:
+    """Each task is one Spark task with its own Worker; counts come back in `tasks` order."""
+
+    def run_partition(
+        index: int, items: Iterator[tuple[int, Task]]
+    ) -> Iterator[tuple[int, Counts]]:
+        worker = Worker(root, options, index)
+        done = [(i, worker.run(task)) for i, task in items]
+        worker.finish()
+        return iter(done)
+
+    # Biggest first, so a long range does not start last while the other cores sit idle.
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].weight)
+    rdd = spark.sparkContext.parallelize([(i, tasks[i]) for i in order], len(tasks))
+    counts = dict(rdd.mapPartitionsWithIndex(run_partition).collect())
+    return [counts[i] for i in range(len(tasks))]
+
+
+def ingest(
+    spark: Any,
+    paths: list[Path],
+    warehouse: Warehouse,
+    *,
+    force: bool = False,
+    keep_content: bool = True,
+    providers_file: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> IngestResult:
+    """`pipeline.ingest.ingest` on Spark: the same arguments (a session instead of a worker
+    count), the same warehouse, the same result."""
+    if not paths:
+        raise InputError("no input files", hint="cacheaudit ingest CAPTURE.jsonl [MORE ...]")
+    if providers_file is not None:
+        providers.load_user_rules(providers_file)  # fail fast on a bad map, before any work
+    options = Options(keep_content, str(providers_file) if providers_file else None)
+    with warehouse.lock():
+        warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
+        result = IngestResult()
+        pending: dict[str, FileResult] = {}
+        tasks: list[Task] = []
+        for s in _survey(spark, paths):
+            if s["hash"] in pending or (warehouse.manifest_entry(s["hash"]) and not force):
+                fr = FileResult(s["path"], s["format"], "unchanged", size_bytes=s["size"])
+                result.files.append(fr)
+                continue
+            warehouse.remove_source(s["hash"])  # --force
+            fr = FileResult(s["path"], s["format"], "ingested", size_bytes=s["size"])
+            fr.superseded = supersede(warehouse, Path(s["path"]), s["hash"])
+            pending[s["hash"]] = fr
+            result.files.append(fr)
+            tasks.extend(tasks_of(s))
+        if tasks:
+            for task, counts in zip(
+                tasks, _run_tasks(spark, tasks, str(warehouse.root), options), strict=True
+            ):
+                fr = pending[task.source_hash]
+                fr.records += counts[0]
+                fr.accepted += counts[1]
+                fr.rejected += counts[2]
+                fr.skipped += counts[3]
+        total = sum(fr.size_bytes for fr in pending.values())
+        if progress and total:
+            progress(total, total)
+        write_manifests(warehouse, pending)
+    return result
+
+
+def ingest_on(master: str, paths: list[Path], warehouse: Warehouse, **kwargs: Any) -> IngestResult:
+    """`ingest` in a Spark session on `master`, stopped afterwards (the CLI's entry point)."""
+    from pipeline.engines.spark_session import get_session
+
+    spark = get_session(master, app_name="cacheaudit ingest")
+    try:
+        return ingest(spark, paths, warehouse, **kwargs)
+    finally:
+        spark.stop()

@@ -1,0 +1,336 @@
+"""DuckDB SQL -> Spark SQL: sqlglot's transpiler plus the rewrites our queries need.
+
+sqlglot (`read="duckdb", write="spark"`) translates most of queries/*.sql as it stands. The
+rewrites below are automatic AST transforms for what it leaves untranslatable or translates with
+different numbers; each says why. A construct with no exact rewrite raises QueryError naming
+the portable form to write instead, so a view fails loudly rather than giving other numbers.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from pipeline.errors import QueryError
+
+Variables = tuple[tuple[str, str], ...]  # DuckDB session variables (SET VARIABLE) by name
+
+
+@cache
+def translate(sql: str, variables: Variables = ()) -> str:
+    """DuckDB SQL -> Spark SQL, or QueryError naming what sqlglot could not translate.
+
+    `variables` are the DuckDB session variables the table providers set; `getvariable(name)`
+    becomes its value, and `query_table(getvariable(name))` the table it names."""
+    import sqlglot
+    from sqlglot.errors import ErrorLevel, SqlglotError
+
+    values = dict(variables)
+    try:
+        statements = sqlglot.parse(sql, read="duckdb")
+        if len(statements) != 1 or statements[0] is None:
+            raise QueryError("expected exactly one SELECT statement")
+        tree = statements[0].transform(lambda node: _resolve_variables(node, values))
+        for rewrite in (
+            _exact_percentiles,
+            _glob_as_like,
+            _duckdb_functions,
+            _list_length,
+            _unordered_row_number,
+            _plain_cte,
+            _signed_types,
+            _list_reduce,
+            _asof_join,
+        ):
+            tree = tree.transform(rewrite)
+        # RAISE: an unsupported construct fails here, not as wrong numbers later.
+        return str(tree.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE))
+    except SqlglotError as exc:
+        raise QueryError(f"cannot translate to Spark SQL: {exc}") from exc
+
+
+def _resolve_variables(node: Any, values: dict[str, str]) -> Any:
+    from sqlglot import exp
+
+    def variable(call: Any) -> str | None:
+        if not (isinstance(call, exp.Anonymous) and str(call.this).lower() == "getvariable"):
+            return None
+        (arg,) = call.expressions
+        if not isinstance(arg, exp.Literal) or arg.name not in values:
+            raise QueryError(f"getvariable({arg.sql()}): no such variable is set")
+        return values[arg.name]
+
+    if (
+        isinstance(node, exp.Table)
+        and isinstance(node.this, exp.Anonymous)
+        and str(node.this.this).lower() == "query_table"
+        and len(node.this.expressions) == 1
+    ):
+        name = variable(node.this.expressions[0])
+        if name is not None:
+            table = exp.to_table(name)
+            if node.alias:
+                table.set("alias", exp.TableAlias(this=exp.to_identifier(node.alias)))
+            return table
+    value = variable(node)
+    return node if value is None else exp.Literal.string(value)
+
+
+def _list_reduce(node: Any) -> Any:
+    """DuckDB `list_reduce(list, lambda acc, x: ..., initial)` is Spark's
+    `aggregate(list, initial, (acc, x) -> ...)`; without an initial value the first element
+    starts, as `aggregate(slice(list, 2, n), list[0], ...)`."""
+    from sqlglot import exp
+
+    if not (isinstance(node, exp.Anonymous) and str(node.this).lower() == "list_reduce"):
+        return node
+    args = [a.copy() for a in node.expressions]
+    if len(args) == 3:
+        return exp.Anonymous(this="aggregate", expressions=[args[0], args[2], args[1]])
+    if len(args) == 2:
+        rest = exp.Anonymous(
+            this="slice",
+            expressions=[
+                args[0],
+                exp.Literal.number(2),
+                exp.Anonymous(this="size", expressions=[args[0].copy()]),
+            ],
+        )
+        first = exp.Anonymous(
+            this="element_at", expressions=[args[0].copy(), exp.Literal.number(1)]
+        )
+        return exp.Anonymous(this="aggregate", expressions=[rest, first, args[1]])
+    return node
+
+
+_ASOF_HINT = (
+    "write it as a range join keeping the nearest row: JOIN ... ON <equalities> AND <inequality>"
+    " QUALIFY row_number() OVER (PARTITION BY <left row key> ORDER BY <right key> DESC) = 1"
+)
+
+
+def _asof_join(node: Any) -> Any:
+    """`SELECT ... FROM l ASOF [LEFT] JOIN r ON eqs AND l.t >= r.t` as a range join keeping,
+    per left row, the nearest right row; each side travels as one struct column named after
+    its alias, so the SELECT list (`l.x`, `r.*`) reads the same on Spark:
+
+        SELECT ... FROM (SELECT l, r FROM (SELECT struct(l.*) AS l, struct(r.*) AS r,
+            row_number() OVER (PARTITION BY struct(l.*) ORDER BY r.t DESC) AS asof_rank
+            FROM l [LEFT] JOIN r ON eqs AND l.t >= r.t) WHERE asof_rank = 1) AS asof
+
+    Exact where the SELECT joins just those two relations, has no WHERE, GROUP BY, DISTINCT,
+    window or QUALIFY, qualifies every column it names, and its left rows are distinct (they
+    carry a request id in our queries); anything else is refused with the rewrite to make."""
+    from sqlglot import exp
+
+    if not isinstance(node, exp.Select):
+        return node
+    joins = node.args.get("joins") or []
+    if not any(str(j.args.get("method") or "").upper() == "ASOF" for j in joins):
+        return node
+    from_ = node.args.get("from_")
+    simple = (
+        len(joins) == 1
+        and isinstance(from_, exp.From)
+        and not any(node.args.get(k) for k in ("where", "group", "distinct", "qualify", "having"))
+        and not any(isinstance(e, exp.Window) for p in node.expressions for e in p.walk())
+    )
+    if not simple or from_ is None:
+        raise QueryError(f"ASOF JOIN in a SELECT too complex to translate; {_ASOF_HINT}")
+    join = joins[0]
+    left, right = from_.this, join.this
+    names = (left.alias_or_name, right.alias_or_name)
+    if any(c.table not in names for p in node.expressions for c in p.find_all(exp.Column)):
+        raise QueryError(f"ASOF JOIN: qualify every selected column with {' or '.join(names)}")
+    order = _asof_order(join.args["on"], names[1])
+    if order is None:
+        raise QueryError(f"ASOF JOIN without an inequality on the right table; {_ASOF_HINT}")
+
+    def packed(alias: str) -> Any:
+        star = exp.Column(this=exp.Star(), table=exp.to_identifier(alias))
+        return exp.Anonymous(this="struct", expressions=[star])
+
+    rank = exp.Window(
+        this=exp.RowNumber(),
+        partition_by=[packed(names[0])],
+        order=exp.Order(expressions=[order]),
+    )
+    pair = exp.Join(this=right.copy(), on=join.args["on"].copy(), side=join.args.get("side"))
+    ranked = (
+        exp.select(
+            exp.alias_(packed(names[0]), names[0]),
+            exp.alias_(packed(names[1]), names[1]),
+            exp.alias_(rank, "asof_rank"),
+        )
+        .from_(left.copy())
+        .join(pair)
+    )
+    nearest = (
+        exp.select(*names)
+        .from_(ranked.subquery("asof_ranked"))
+        .where(exp.EQ(this=exp.column("asof_rank"), expression=exp.Literal.number(1)))
+    )
+    new = node.copy()
+    new.set("joins", None)
+    new.set("from_", exp.From(this=nearest.subquery("asof")))
+    return new
+
+
+def _asof_order(on: Any, right_name: str) -> Any:
+    """ORDER BY for the nearest right row: the right side of the ON's inequality, descending
+    when it must be below the left key (l.t >= r.t), ascending when above."""
+    from sqlglot import exp
+
+    conditions = list(on.flatten()) if isinstance(on, exp.And) else [on]
+    for cond in conditions:
+        if not isinstance(cond, exp.GT | exp.GTE | exp.LT | exp.LTE):
+            continue
+        lhs, rhs = cond.this, cond.expression
+        right_first = isinstance(lhs, exp.Column) and lhs.table == right_name
+        right_col = lhs if right_first else rhs
+        if not (isinstance(right_col, exp.Column) and right_col.table == right_name):
+            continue
+        less = isinstance(cond, exp.LT | exp.LTE)
+        below = less if right_first else not less
+        return exp.Ordered(this=right_col.copy(), desc=below, nulls_first=False)
+    return None
+
+
+def _signed_types(node: Any) -> Any:
+    """Spark has no unsigned or 128-bit integers: an unsigned type becomes the next wider signed
+    one, except UBIGINT, which in our SQL holds hash fingerprints: BIGINT keeps all 64 bits
+    (fingerprints are compared for equality only). HUGEINT becomes DECIMAL(38, 0)."""
+    from sqlglot import exp
+
+    if not isinstance(node, exp.DataType):
+        return node
+    swaps = {
+        exp.DataType.Type.UBIGINT: "BIGINT",
+        exp.DataType.Type.UINT: "BIGINT",
+        exp.DataType.Type.USMALLINT: "INT",
+        exp.DataType.Type.UTINYINT: "SMALLINT",
+        exp.DataType.Type.INT128: "DECIMAL(38, 0)",
+        exp.DataType.Type.UINT128: "DECIMAL(38, 0)",
+    }
+    target = swaps.get(node.this)
+    return node if target is None else exp.DataType.build(target)
+
+
+def _plain_cte(node: Any) -> Any:
+    """`name AS MATERIALIZED (...)` is a DuckDB planner hint Spark does not parse; Spark decides
+    itself whether to reuse a CTE referenced twice."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
+        node = node.copy()
+        node.set("materialized", None)
+    return node
+
+
+def _unordered_row_number(node: Any) -> Any:
+    """`row_number() OVER ()` numbers rows in no defined order (a surrogate key); Spark refuses
+    it without ORDER BY. monotonically_increasing_id() is unique too (not dense), so it serves
+    as a key only; a query that outputs such a number should order it (request_id)."""
+    from sqlglot import exp
+
+    if (
+        isinstance(node, exp.Window)
+        and isinstance(node.this, exp.RowNumber)
+        and not node.args.get("partition_by")
+        and not node.args.get("order")
+    ):
+        return exp.Anonymous(this="monotonically_increasing_id", expressions=[])
+    return node
+
+
+def _exact_percentiles(node: Any) -> Any:
+    """DuckDB's exact quantile_cont/quantile_disc as Spark's exact percentile functions.
+
+    sqlglot writes them as Spark's PERCENTILE_APPROX (approximate: different numbers) or as a
+    two-argument PERCENTILE_CONT that Spark rejects. Spark's `percentile(x, q)` interpolates
+    linearly like quantile_cont; `percentile_disc(q) WITHIN GROUP` matches quantile_disc.
+    """
+    from sqlglot import exp
+
+    inner, value, descending = node, None, False
+    if isinstance(node, exp.WithinGroup) and isinstance(
+        node.this, exp.PercentileCont | exp.PercentileDisc
+    ):
+        inner = node.this
+        order = node.expression.expressions if node.expression else []
+        if len(order) != 1:
+            return node
+        value, descending = order[0].this, bool(order[0].args.get("desc"))
+    elif isinstance(node, exp.PercentileCont | exp.PercentileDisc) and not isinstance(
+        node.parent, exp.WithinGroup
+    ):
+        if node.expression is None:
+            return node
+        value, inner = node.this, exp.PercentileCont(this=node.expression.copy())
+        if isinstance(node, exp.PercentileDisc):
+            inner = exp.PercentileDisc(this=node.expression.copy())
+    else:
+        return node
+    fraction = inner.this.copy()
+    if isinstance(inner, exp.PercentileCont):
+        if descending:  # the q-quantile from the top is the (1 - q)-quantile from the bottom
+            fraction = exp.Sub(this=exp.Literal.number(1), expression=fraction)
+        return exp.Anonymous(this="percentile", expressions=[value.copy(), fraction])
+    ordered = exp.Ordered(this=value.copy(), desc=descending, nulls_first=False)
+    return exp.WithinGroup(
+        this=exp.Anonymous(this="percentile_disc", expressions=[fraction]),
+        expression=exp.Order(expressions=[ordered]),
+    )
+
+
+def _glob_as_like(node: Any) -> Any:
+    """`x GLOB p` (Spark has no GLOB) as `x LIKE p'` with p' = p with LIKE's own wildcards
+    escaped, `*` -> `%` and `?` -> `_`. Covers the globs our data tables document (`*`, `?`);
+    a `[...]` class in a pattern would be matched literally on Spark."""
+    from sqlglot import exp
+
+    if not isinstance(node, exp.Glob):
+        return node
+    pattern = node.expression.copy()
+    for old, new in (("\\", "\\\\"), ("%", "\\%"), ("_", "\\_"), ("*", "%"), ("?", "_")):
+        pattern = exp.Anonymous(
+            this="replace",
+            expressions=[pattern, exp.Literal.string(old), exp.Literal.string(new)],
+        )
+    return exp.Like(this=node.this.copy(), expression=pattern)
+
+
+# DuckDB functions sqlglot passes through by name, and their Spark equivalents. `hash` becomes
+# xxhash64: both 64-bit, but the values differ, so hash columns are fingerprints to compare within
+# one engine's output (equal or not), never numbers to compare across engines.
+_FUNCTIONS = {"EPOCH_US": "unix_micros", "HASH": "xxhash64", "STRLEN": "octet_length"}
+
+
+def _duckdb_functions(node: Any) -> Any:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _FUNCTIONS:
+        return exp.Anonymous(
+            this=_FUNCTIONS[str(node.this).upper()],
+            expressions=[e.copy() for e in node.expressions],
+        )
+    return node
+
+
+def _list_length(node: Any) -> Any:
+    """DuckDB `len(list_filter(...))` is a list length: Spark's `size`, not `length` (strings).
+    sqlglot cannot tell a list column from a string one; queries should use `array_length`."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Length) and isinstance(node.this, exp.ArrayFilter | exp.Array):
+        return exp.ArraySize(this=node.this.copy())
+    return node
+
+
+def spark_type(duckdb_type: str) -> str:
+    """A DuckDB type name from schemas/*.json as a Spark SQL type."""
+    import sqlglot
+
+    if duckdb_type.upper() == "TIMESTAMPTZ":
+        return "TIMESTAMP"  # Spark's TIMESTAMP is an instant, like TIMESTAMPTZ
+    return sqlglot.exp.DataType.build(duckdb_type, dialect="duckdb").sql("spark")
