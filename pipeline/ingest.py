@@ -21,6 +21,7 @@ import gc
 import io
 import mmap
 import multiprocessing as mp
+import operator
 import os
 import queue
 import sys
@@ -30,7 +31,6 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -297,9 +297,10 @@ class _DaySegments:
 
     def add(self, request_id: str, norm: Normalised) -> None:
         n = len(norm.data)
-        self.request_of.extend(repeat(len(self.request_ids), n))
+        # Array repetition and slicing run in C; extending from an iterator costs per item.
+        self.request_of += array("i", (len(self.request_ids),)) * n
         self.request_ids.append(request_id)
-        self.position.extend(range(n))
+        self.position += _POSITIONS[:n] if n <= len(_POSITIONS) else array("i", range(n))
         self.kind.extend(norm.kinds)
         self.role.extend(norm.roles)
         self.digests += b"".join(norm.digests)
@@ -311,17 +312,28 @@ class _DaySegments:
 
     def table(self) -> pa.Table:
         n = len(self.kind)
-        ids = pa.array(self.request_ids, pa.string()).take(pa.array(self.request_of, pa.int32()))
+        ids = pa.array(self.request_ids, pa.string()).take(_int32_column(self.request_of))
         columns = {
             "request_id": ids,
-            "position": pa.array(self.position, pa.int32()),
+            "position": _int32_column(self.position),
             "kind": pa.array(self.kind, pa.string()),
             "role": pa.array(self.role, pa.string()),
             "segment_hash": _hex_column(self.digests, n),
             "prefix_hash": _hex_column(self.prefixes, n),
-            "bytes": pa.array(self.sizes, pa.int32()),
+            "bytes": _int32_column(self.sizes),
         }
         return pa.Table.from_pydict(columns, schema=schema.load("segments").arrow())
+
+
+_POSITIONS = array("i", range(4096))  # positions 0..4095, sliced for each request's segments
+
+
+def _int32_column(values: array[int]) -> pa.Array:
+    """An array('i') as an Arrow int32 array over the same memory (pa.array would convert each
+    item, ~100 ns apiece). The array must not change afterwards: it is dropped after the write."""
+    if values.itemsize != 4:  # pragma: no cover - C int is 32 bits on every platform we run on
+        return pa.array(values, pa.int32())
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
 
 
 def _hex_column(digests: bytearray, n: int) -> pa.Array:
@@ -343,11 +355,13 @@ class _Buffers:
         self.flushes = 0
         self.seen_content: set[bytes] = set()
         self.request_names = [n for n in schema.load("requests").names if n != "day"]
+        # A row's values in column order, in one C call; columns are formed at flush.
+        self.row_values = operator.itemgetter(*self.request_names)
         self.rejects_names = schema.load("rejects").names
         self._reset()
 
     def _reset(self) -> None:
-        self.requests: dict[date, dict[str, list[Any]]] = {}
+        self.requests: dict[date, list[tuple[Any, ...]]] = {}
         self.segments: dict[date, _DaySegments] = {}
         self.content: dict[str, list[Any]] = {"segment_hash": [], "bytes": [], "content": []}
         self.rejects: dict[str, list[Any]] = {n: [] for n in self.rejects_names}
@@ -358,10 +372,12 @@ class _Buffers:
         day = row["started_at"].date()
         requests = self.requests.get(day)
         if requests is None:
-            requests = self.requests[day] = {n: [] for n in self.request_names}
+            requests = self.requests[day] = []
             self.segments[day] = _DaySegments()
-        for name, values in requests.items():
-            values.append(row.get(name))
+        try:
+            requests.append(self.row_values(row))
+        except KeyError:  # a column the row does not have is NULL
+            requests.append(tuple(row.get(name) for name in self.request_names))
         self.request_count += 1
         if norm.data:
             self.segments[day].add(row["request_id"], norm)
@@ -397,8 +413,9 @@ class _Buffers:
 
     def flush(self) -> None:
         part = f"{self.worker:02d}-{self.flushes:05d}"
-        for day, requests in self.requests.items():
-            self.wh.write_partition("requests", requests, self.key, part, day)
+        for day, rows in self.requests.items():
+            columns = dict(zip(self.request_names, map(list, zip(*rows, strict=True)), strict=True))
+            self.wh.write_partition("requests", columns, self.key, part, day)
             if len(self.segments[day]):
                 self.wh.write_table("segments", self.segments[day].table(), self.key, part, day)
         self.wh.write_rows("segment_content", self.content, self.key, part)
@@ -549,7 +566,13 @@ def _run_inline(tasks: Iterator[Task], root: str, options: Options, run: _Run) -
 
 
 # Modules a worker needs, imported once in the fork server rather than in every worker.
-_WORKER_MODULES = ["pipeline.ingest", "pipeline.sources.capture", "pipeline.sources.otlp"]
+# pyarrow.compute: `Array.take` imports it when a part is written (30 ms, once here).
+_WORKER_MODULES = [
+    "pipeline.ingest",
+    "pipeline.sources.capture",
+    "pipeline.sources.otlp",
+    "pyarrow.compute",
+]
 
 
 class _Pool:
@@ -640,6 +663,19 @@ def _same_file(recorded: str, path: Path) -> bool:
         return False
 
 
+def _starts_with(path: Path, size: int, digest: str) -> bool:
+    """Whether the file's first `size` bytes hash to `digest`: the content ingested then, since
+    grown (a capture still being appended to), not replaced or rotated away."""
+    h = xxhash.xxh3_128()
+    with path.open("rb") as fh:
+        if os.fstat(fh.fileno()).st_size < size:
+            return False
+        for _, window in _windows(fh.fileno(), 0, size):
+            with window, memoryview(window) as view:
+                h.update(view)
+    return h.hexdigest() == digest
+
+
 def supersede(warehouse: Warehouse, path: Path, digest: str) -> list[str]:
     """Remove what earlier ingests of this path wrote when its content has changed since.
 
@@ -650,7 +686,11 @@ def supersede(warehouse: Warehouse, path: Path, digest: str) -> list[str]:
     replaced = []
     for row in warehouse.manifest_rows():
         old = str(row["source_hash"])
-        if old != digest and _same_file(str(row["source"]), path):
+        if (
+            old != digest
+            and _same_file(str(row["source"]), path)
+            and _starts_with(path, int(row["size_bytes"]), old)
+        ):
             warehouse.remove_source(old)
             replaced.append(old)
             print(

@@ -6,8 +6,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import itemgetter
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import orjson
 from xxhash import xxh3_128_digest
@@ -19,6 +20,7 @@ from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
 from pipeline.redact import redact_text
 
 _EMPTY_PREFIX = b"\x00" * 16
+SegmentColumns = tuple[list[str], list[str | None], list[bytes]]  # kinds, roles, exact bytes
 
 
 @dataclass(slots=True)
@@ -91,7 +93,7 @@ def _arrival_ms(
                 out.append(None)
                 continue
             if ends is None:
-                ends = list(accumulate(length for _, length in chunks))
+                ends = list(accumulate(map(itemgetter(1), chunks)))
             i = bisect_left(ends, offset)
             out.append(chunks[i][0] if i < len(chunks) else chunks[-1][0])
         return tuple(out)
@@ -148,8 +150,16 @@ def _normalise(
         raise Skip
     dialect = DIALECTS[route.api]
     body = _request_json(exchange)
+    columns: SegmentColumns | None = None
+    request: RequestInfo
     try:
-        request: RequestInfo = dialect.parse_request(body, exchange.url)
+        # A dialect may hand its segments over as columns (no object per segment).
+        request_columns = getattr(dialect, "request_columns", None)
+        if request_columns is not None:
+            request, kinds, roles, data = request_columns(body, exchange.url)
+            columns = (kinds, roles, data)
+        else:
+            request = dialect.parse_request(body, exchange.url)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise RejectRecord(f"{route.api} request not understood: {exc!r}") from exc
     content_type = (header(exchange.response_headers, "content-type") or "").lower()
@@ -164,7 +174,7 @@ def _normalise(
         )
     else:
         binary_ok = route.api == "converse" or "eventstream" in content_type
-        if not binary_ok:
+        if not binary_ok and not exchange.response_body.isascii():  # ASCII is valid UTF-8
             try:
                 exchange.response_body.decode("utf-8")
             except UnicodeDecodeError:
@@ -186,7 +196,10 @@ def _normalise(
             # The capture saw the connection cut; a body that looks complete may still lack
             # its usage chunk, but a usage already received stays reported.
             response.outcome = "interrupted"
-    return build(exchange, request_id, route.provider, route.api, request, response, stream)
+    return build(
+        exchange, request_id, route.provider, route.api, request, response, stream, parts=parts,
+        segments=columns,
+    )  # fmt: skip
 
 
 def build(
@@ -198,16 +211,27 @@ def build(
     response: ResponseInfo,
     stream: bool,
     timing: tuple[float | None, float | None] | None = None,
+    *,
+    parts: SplitResult | None = None,
+    segments: SegmentColumns | None = None,
 ) -> Normalised:
     """The `requests` row (schemas/requests.json) from parsed request and response.
 
     `timing` overrides (first_reasoning_ms, ttft_ms) when the source measured them directly
     (OTel spans); otherwise they come from body offsets and the capture's chunk timings.
+    `parts` is the exchange's URL already split; `segments` the request's segments as columns
+    (kinds, roles, bytes) when the dialect gave them so, instead of `request.segments`.
     """
-    parts = urlsplit(exchange.url)
+    if parts is None:
+        parts = urlsplit(exchange.url)
     host = parts.netloc.rpartition("@")[2]  # never user:password@ (sources redact it too)
-    raw = request.segments
-    data = [s.data for s in raw]
+    if segments is None:
+        raw = request.segments
+        kinds = [s.kind for s in raw]
+        roles = [s.role for s in raw]
+        data = [s.data for s in raw]
+    else:
+        kinds, roles, data = segments
     digests, prefixes = hash_chain(data)
     usage = response.usage or Usage()
     if timing is None:
@@ -261,6 +285,4 @@ def build(
         "source": exchange.source,
         "source_index": exchange.index,
     }
-    kinds = [s.kind for s in raw]
-    roles = [s.role for s in raw]
     return Normalised(row, kinds, roles, digests, prefixes, data)

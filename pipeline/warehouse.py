@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import schema
@@ -63,6 +62,7 @@ def source_key(source_hash: str) -> str:
 class Warehouse:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._made: set[Path] = set()  # directories this instance has created (or found)
 
     def ensure(self) -> None:
         try:
@@ -123,16 +123,25 @@ class Warehouse:
     # --- writing -------------------------------------------------------------------------
 
     def _write_atomic(self, table: pa.Table, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in self._made:  # a part per table and day: mkdir once, not per part
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         names = table.column_names
-        pq.write_table(
-            table,
-            tmp,
-            compression="zstd",
-            use_dictionary=[n for n in names if n in DICTIONARY_COLUMNS],
-            write_statistics=[n for n in names if n in STATISTICS_COLUMNS],
-        )
+        try:
+            # An open file, not a path: pyarrow resolves a path to a filesystem on every write.
+            sink = pa.OSFile(str(tmp), "wb")
+        except FileNotFoundError:  # the directory was removed since: make it again
+            path.parent.mkdir(parents=True, exist_ok=True)
+            sink = pa.OSFile(str(tmp), "wb")
+        with sink:
+            pq.write_table(
+                table,
+                sink,
+                compression="zstd",
+                use_dictionary=[n for n in names if n in DICTIONARY_COLUMNS],
+                write_statistics=[n for n in names if n in STATISTICS_COLUMNS],
+            )
         tmp.replace(path)
 
     def write_rows(self, name: str, columns: dict[str, list[Any]], key: str, part: str) -> int:
@@ -147,6 +156,8 @@ class Warehouse:
         if spec.partition_by is None:
             self._write_atomic(table, self.root / name / f"{key}-{part}.parquet")
             return int(table.num_rows)
+        import pyarrow.compute as pc  # 30 ms to import, and only needed here
+
         day_col = spec.partition_by
         days = sorted(set(columns[day_col]))
         for day in days:

@@ -62,6 +62,17 @@ def test_another_file_with_other_content_keeps_its_rows(tmp_path: Path) -> None:
     assert sorted(r["request_id"] for r in table(tmp_path / "wh", "requests")) == ["a1", "b1"]
 
 
+def test_a_rotated_capture_listed_before_the_new_live_one_keeps_its_rows(tmp_path: Path) -> None:
+    live, wh = tmp_path / "capture.jsonl", tmp_path / "wh"
+    live.write_bytes(line(capture_record(1, record_id="old1")))
+    run([live], wh)
+    rotated = tmp_path / "capture-1.jsonl"
+    live.rename(rotated)  # logrotate: renamed away, a fresh file under the old name
+    live.write_bytes(line(capture_record(2, record_id="new1")))
+    run([rotated, live], wh)
+    assert sorted(r["request_id"] for r in table(wh, "requests")) == ["new1", "old1"]
+
+
 def test_a_line_range_never_reads_past_its_end_even_if_the_file_grew(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_bytes(b"first\nsecond line\n")

@@ -38,7 +38,6 @@ from pipeline.dialects.common import (
     error_fields,
     http_error,
     loads_lenient,
-    segment,
 )
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
@@ -95,28 +94,39 @@ _SYSTEM_ROLES = ("system", "developer")
 
 
 def parse_request(body: Any, url: str = "") -> RequestInfo:
-    # Agent requests carry tens of messages: one comprehension each for tools and messages, with
-    # no helper call per segment (that call cost as much as serialising the segment).
+    request, kinds, roles, data = request_columns(body, url)
+    request.segments = list(map(SegmentRaw, kinds, roles, data))
+    return request
+
+
+def request_columns(
+    body: Any, url: str = ""
+) -> tuple[RequestInfo, list[str], list[str | None], list[bytes]]:
+    """`parse_request` with the segments as columns (kinds, roles, exact bytes) and left out of
+    the RequestInfo: agent requests carry tens of messages, and ingest wants columns, so no
+    object per segment is built (that cost as much as serialising the segment)."""
     tools = body.get("tools") or body.get("functions") or []
-    segments = [SegmentRaw("tool", None, compact(tool)) for tool in tools]
+    data = list(map(compact, tools))
+    kinds = ["tool"] * len(data)
+    roles: list[str | None] = [None] * len(data)
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        segments.append(segment("schema", None, fmt))
-    segments += [
-        SegmentRaw(
-            "system" if role in _SYSTEM_ROLES else "message",
-            role if isinstance(role, str) else None,
-            compact(message),
-        )
-        for message in body.get("messages") or []
-        for role in (message.get("role") if isinstance(message, dict) else None,)
-    ]
+        data.append(compact(fmt))
+        kinds.append("schema")
+        roles.append(None)
+    messages = body.get("messages") or []
+    data += map(compact, messages)
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        kinds.append("system" if role in _SYSTEM_ROLES else "message")
+        roles.append(role if isinstance(role, str) else None)
     stream = body.get("stream")
-    return RequestInfo(
+    request = RequestInfo(
         model=as_str(body.get("model")),
         stream=bool(stream) if stream is not None else False,
-        segments=segments,
+        segments=[],
     )
+    return request, kinds, roles, data
 
 
 def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
@@ -360,7 +370,8 @@ def _parse_plain_stream(body: bytes, provider: str) -> ResponseInfo | None:
     if (
         not is_plain_data_stream(body)
         or b'"error"' in body
-        or (b"\\u00" in body and _ESCAPED_KEY_LETTER.search(body))
+        # (a lone backslash is found by memchr, 20x faster than the four-byte search)
+        or (b"\\" in body and b"\\u00" in body and _ESCAPED_KEY_LETTER.search(body))
     ):
         return None
     events = _PlainEvents(body)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,23 +61,34 @@ def iter_line_range(path: Path, start: int, end: int) -> Iterator[bytes]:
     """Lines of an uncompressed file between byte offsets (both on line boundaries); nothing
     past `end` is read, even if the file has grown since (a capture still being written).
 
-    The range is read in blocks and cut at newlines with find (memchr): 3-4x less CPU than
-    buffered readline on capture lines of tens of KB."""
+    The range is mapped, not read, in windows of RANGE_BLOCK, and each line is sliced out of
+    the mapping with find (memchr): one copy per line instead of two (read into a fresh block,
+    then slice), which cost 4x the CPU on capture lines of tens of KB. A line that crosses a
+    window's end is carried into the next. Each window is unmapped before the next is mapped,
+    so at most one window of the file's pages counts towards this process's memory."""
     with path.open("rb", buffering=0) as fh:
-        fh.seek(start)
+        fd = fh.fileno()
+        end = min(end, os.fstat(fd).st_size)  # a file cut short since it was planned
         carry = b""
-        left = end - start
-        while left > 0:
-            block = fh.read(min(left, RANGE_BLOCK))
-            if not block:
-                break
-            left -= len(block)
-            data = carry + block if carry else block
-            pos, size = 0, len(data)
-            while (nl := data.find(b"\n", pos)) >= 0:
-                yield data[pos : nl + 1]
-                pos = nl + 1
-            carry = data[pos:] if pos < size else b""
+        pos = start - start % mmap.ALLOCATIONGRANULARITY
+        while pos < end:
+            length = min(RANGE_BLOCK, end - pos)
+            with mmap.mmap(fd, length, offset=pos, access=mmap.ACCESS_READ) as window:
+                cur = max(start - pos, 0)
+                if carry:
+                    nl = window.find(b"\n", cur)
+                    if nl < 0:
+                        carry += window[cur:]
+                        pos += length
+                        continue
+                    yield carry + window[cur : nl + 1]
+                    carry, cur = b"", nl + 1
+                while (nl := window.find(b"\n", cur)) >= 0:
+                    yield window[cur : nl + 1]
+                    cur = nl + 1
+                if cur < length:
+                    carry = window[cur:]
+            pos += length
         if carry:
             yield carry
 
