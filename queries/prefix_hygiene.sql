@@ -38,7 +38,8 @@ volatile AS (
         arg_max(excerpt, tokens_lost) AS excerpt,
         count(*) AS turns_affected,
         avg(tokens_lost) AS tokens_per_turn,
-        string_agg(DISTINCT changed_kind || ': ' || change_class, ', ') AS detail
+        string_agg(DISTINCT changed_kind || ': ' || change_class, ', '
+                   ORDER BY changed_kind || ': ' || change_class) AS detail
     FROM breaks
     WHERE cause IN ('tools_changed', 'system_changed')
       AND change_class IN ('timestamp', 'uuid', 'counter')
@@ -54,7 +55,7 @@ dynamic AS (
         arg_max(b.excerpt, b.tokens_lost) AS excerpt,
         count(*) AS turns_affected,
         avg(b.tokens_lost) AS tokens_per_turn,
-        string_agg(DISTINCT b.changed_kind, ', ') || ' changed on '
+        string_agg(DISTINCT b.changed_kind, ', ' ORDER BY b.changed_kind) || ' changed on '
             || count(*) || ' of ' || any_value(t.later_turns) || ' later turns' AS detail
     FROM breaks AS b
     JOIN turn_counts AS t USING (subject_kind, subject)
@@ -72,7 +73,7 @@ rewritten AS (
         arg_max(excerpt, tokens_lost) AS excerpt,
         count(*) AS turns_affected,
         avg(tokens_lost) AS tokens_per_turn,
-        string_agg(DISTINCT change_class, ', ') AS detail
+        string_agg(DISTINCT change_class, ', ' ORDER BY change_class) AS detail
     FROM breaks
     WHERE cause = 'history_rewritten'
     GROUP BY subject_kind, subject

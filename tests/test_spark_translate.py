@@ -12,7 +12,7 @@ pytest.importorskip("sqlglot")
 
 from pipeline.engines import engine_from, master_from
 from pipeline.engines.spark_session import is_local, session_conf
-from pipeline.engines.spark_translate import spark_type, translate
+from pipeline.engines.spark_translate import spark_type, translate, translate_steps
 from pipeline.errors import QueryError, UsageError
 
 
@@ -38,8 +38,39 @@ def test_glob_becomes_like_with_like_wildcards_escaped_first() -> None:
 
 
 def test_duckdb_only_functions_get_their_spark_names() -> None:
-    sql = translate("SELECT epoch_us(ts), hash(a, b), strlen(s) FROM t")
-    assert sql == "SELECT UNIX_MICROS(ts), XXHASH64(a, b), OCTET_LENGTH(s) FROM t"
+    sql = translate("SELECT epoch_us(ts), hash(a), strlen(s) FROM t")
+    assert sql == "SELECT UNIX_MICROS(ts), XXHASH64(a), OCTET_LENGTH(s) FROM t"
+
+
+def test_a_hash_of_several_values_also_hashes_which_are_null() -> None:
+    # xxhash64 skips NULLs: without the markers hash(a, NULL) would equal hash(NULL, a)
+    sql = translate("SELECT hash(a, b) FROM t")
+    assert sql == "SELECT XXHASH64(a, a IS NULL, b, b IS NULL) FROM t"
+
+
+def test_a_function_inside_a_rewritten_function_is_rewritten_too() -> None:
+    sql = translate("SELECT hash(xor(hash(a), 1::UBIGINT)) FROM t")
+    assert sql == "SELECT XXHASH64(XXHASH64(a) ^ CAST(1 AS BIGINT)) FROM t"
+
+
+def test_iso_weekday_is_monday_one_to_sunday_seven_on_spark_too() -> None:
+    # Spark's dayofweek counts from Sunday = 1; weekday() from Monday = 0
+    assert translate("SELECT isodow(t) FROM x") == "SELECT (WEEKDAY(t) + 1) FROM x"
+    assert translate("SELECT dayofweek(t) FROM x") == "SELECT (DAYOFWEEK(t) - 1) FROM x"
+
+
+def test_a_json_path_with_a_wildcard_gives_a_list_on_spark_too() -> None:
+    sql = translate("SELECT json_extract_string(j, '$.calls[*].id') FROM t")
+    assert sql == (
+        "SELECT TRANSFORM(FROM_JSON(GET_JSON_OBJECT(j, '$.calls'), 'array<string>'),"
+        " json_element -> GET_JSON_OBJECT(json_element, '$.id')) FROM t"
+    )
+    assert "'$.id'" in translate("SELECT json_extract_string(j, '$.id') FROM t")
+
+
+def test_json_valid_is_a_parse_that_does_not_fail() -> None:
+    sql = translate("SELECT json_valid(j) FROM t")
+    assert sql == "SELECT IF(j IS NULL, NULL, NOT TRY_PARSE_JSON(j) IS NULL) FROM t"
 
 
 def test_length_of_a_filtered_list_is_size() -> None:
@@ -68,6 +99,46 @@ def test_a_materialized_cte_hint_is_dropped() -> None:
 def test_row_number_without_order_becomes_a_unique_id() -> None:
     sql = translate("SELECT row_number() OVER () AS k FROM t")
     assert sql == "SELECT MONOTONICALLY_INCREASING_ID() AS k FROM t"
+
+
+def test_row_number_over_a_named_window_keeps_its_window() -> None:
+    sql = translate(
+        "SELECT row_number() OVER w AS k FROM t WINDOW w AS (PARTITION BY a ORDER BY b)"
+    )
+    assert sql == (
+        "SELECT ROW_NUMBER() OVER w AS k FROM t WINDOW w AS (PARTITION BY a ORDER BY b NULLS LAST)"
+    )
+
+
+def test_a_cte_read_twice_becomes_a_step_computed_once_and_one_read_once_stays_inline() -> None:
+    steps = translate_steps(
+        "WITH a AS (SELECT x FROM t), b AS (SELECT x FROM a), c AS (SELECT x FROM u)"
+        " SELECT * FROM a JOIN b USING (x) JOIN c USING (x)",
+        prefix="v",
+    )
+    assert steps == (
+        ("v__a", "SELECT x FROM t"),
+        (
+            None,
+            "WITH b AS (SELECT x FROM v__a AS a), c AS (SELECT x FROM u)"
+            " SELECT * FROM v__a AS a JOIN b USING (x) JOIN c USING (x)",
+        ),
+    )
+
+
+def test_materialized_hints_decide_which_ctes_become_steps() -> None:
+    steps = translate_steps(
+        "WITH a AS MATERIALIZED (SELECT 1 AS x), b AS NOT MATERIALIZED (SELECT 2 AS x)"
+        " SELECT * FROM a, b, b AS b2",
+        prefix="v",
+    )
+    assert [name for name, _ in steps] == ["v__a", None]
+    assert steps[1][1] == ("WITH b AS (SELECT 2 AS x) SELECT * FROM v__a AS a, b, b AS b2")
+
+
+def test_a_query_without_shared_ctes_is_one_step() -> None:
+    sql = "WITH a AS (SELECT 1 AS x) SELECT * FROM a"
+    assert translate_steps(sql) == ((None, translate(sql)),)
 
 
 def test_query_table_of_a_variable_names_the_table_it_holds() -> None:
@@ -131,11 +202,15 @@ def test_any_master_url_passes_through_and_local_is_the_default(
     assert master_from("k8s://https://api.example:443") == "k8s://https://api.example:443"
 
 
-def test_only_local_masters_bind_to_loopback_and_all_sessions_use_utc() -> None:
+def test_only_local_masters_bind_to_loopback_and_all_sessions_use_utc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
     local, cluster = session_conf("local[2]"), session_conf("yarn")
     assert is_local("local[2]") and not is_local("spark://h:7077")
     assert local["spark.driver.bindAddress"] == "127.0.0.1"
     assert "spark.driver.bindAddress" not in cluster
+    assert local["spark.driver.memory"] == "2g" and "spark.driver.memory" not in cluster
     for conf in (local, cluster):
         assert conf["spark.sql.session.timeZone"] == "UTC"
         assert conf["spark.sql.parquet.outputTimestampType"] == "TIMESTAMP_MICROS"

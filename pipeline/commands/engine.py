@@ -23,14 +23,15 @@ spark_app = typer.Typer(
 def show_sql(
     view: Annotated[str, typer.Argument(help="A view from queries/ (see `cacheaudit views`).")],
 ) -> None:
-    """Print the Spark SQL that `--engine spark` runs for VIEW (translated from queries/VIEW.sql).
+    """Print the Spark SQL that `--engine spark` runs for VIEW (translated from queries/VIEW.sql):
+    first each CTE the query reads more than once, computed once as a temp view, then the query.
 
     Data-table variables (e.g. the expected-cache table request_costs reads) are resolved as
     `cacheaudit build --engine spark` resolves them."""
     import duckdb
 
     from pipeline import sql as sqlmod
-    from pipeline.engines.spark_translate import translate
+    from pipeline.engines.spark_translate import translate_steps
 
     con = duckdb.connect()
     for provider in sqlmod.TABLE_PROVIDERS:
@@ -39,8 +40,14 @@ def show_sql(
     variables = tuple(sorted((str(n), str(v)) for n, v in rows))
     import sqlglot
 
-    spark_sql = translate(sqlmod.query_sql(view), variables)
-    typer.echo(sqlglot.transpile(spark_sql, read="spark", write="spark", pretty=True)[0])
+    steps = translate_steps(sqlmod.query_sql(view), variables, prefix=view)
+    for name, spark_sql in steps:
+        pretty = sqlglot.transpile(spark_sql, read="spark", write="spark", pretty=True)[0]
+        if name is None:
+            typer.echo(f"-- {view}" + (", reading the steps above" if len(steps) > 1 else ""))
+        else:
+            typer.echo(f"-- step: temp view {name}, computed once")
+        typer.echo(pretty + ";\n")
 
 
 @spark_app.command("check")

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.errors import UsageError
 
+LOCAL_DRIVER_MEMORY = "2g"
 SPARK_EXTRA_HINT = 'install the Spark extra: pip install -e ".[spark]" (needs Java 17+)'
 
 _BASE_CONF = {
@@ -82,15 +83,21 @@ def _require_java() -> None:
         )
 
 
-def session_conf(master: str, shuffle_partitions: int | None = None) -> dict[str, str]:
+def session_conf(
+    master: str, shuffle_partitions: int | None = None, java_options: str = ""
+) -> dict[str, str]:
     conf = dict(_BASE_CONF)
     java_opts = f"-Dlog4j2.configurationFile=file:{_log_config()}"
-    conf["spark.driver.extraJavaOptions"] = java_opts
+    conf["spark.driver.extraJavaOptions"] = f"{java_opts} {java_options}".strip()
     if is_local(master):
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         # One machine: a few shuffle partitions, not Spark's 200.
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions or 4)
+        # Locally the driver JVM runs the tasks too: Spark's 1 GB default is tight for the
+        # diagnosis views. SPARK_DRIVER_MEMORY (Spark's own variable) still decides when set.
+        if not os.environ.get("SPARK_DRIVER_MEMORY"):
+            conf["spark.driver.memory"] = LOCAL_DRIVER_MEMORY
     elif shuffle_partitions:
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     return conf
@@ -102,8 +109,10 @@ def get_session(
     app_name: str = "cacheaudit",
     shuffle_partitions: int | None = None,
     extra_conf: dict[str, str] | None = None,
+    java_options: str = "",
 ) -> Any:
-    """A SparkSession on `master` (created, or the active one reused with our settings)."""
+    """A SparkSession on `master` (created, or the active one reused with our settings).
+    `java_options` are added to the driver JVM's options (next to the log configuration)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -115,7 +124,7 @@ def get_session(
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
-    conf = session_conf(master, shuffle_partitions)
+    conf = session_conf(master, shuffle_partitions, java_options)
     conf.update(extra_conf or {})
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 
 from pipeline import schema, sql
-from pipeline.engines.spark_translate import Variables, spark_type, translate
+from pipeline.engines.spark_translate import Step, Variables, spark_type, translate_steps
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql import TABLE_PROVIDERS, Query, SqlOptions, creation_order, load_queries
 from pipeline.warehouse import TABLES, Warehouse
@@ -145,8 +145,9 @@ def register_views(
             spark.read.parquet(stored[name]).createOrReplaceTempView(name)
             continue
         try:
+            steps = _translated(queries[name], variables)
             try:
-                frame = spark.sql(_translated(queries[name], variables))
+                frame = _run_steps(spark, steps)
             except QueryError:
                 raise
             except Exception as exc:  # Spark's AnalysisException and friends
@@ -154,6 +155,8 @@ def register_views(
             frame.createOrReplaceTempView(name)
             if materialise_into is not None and name in targets:
                 built.append(_materialise(spark, name, _join(materialise_into, name)))
+            for step, _ in steps[:-1]:  # its plan holds what it needs; blocks freed with it
+                spark.catalog.dropTempView(step)
         except QueryError as exc:
             if errors is None:
                 raise
@@ -162,19 +165,46 @@ def register_views(
 
 
 def _materialise(spark: Any, name: str, path: str) -> BuiltView:
+    """Write the view as Parquet in one Spark job, counting its rows on the way (an observed
+    metric, not a second job), and read it back with the schema it was written with (no job to
+    infer it from the files)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     start = time.perf_counter()
+    typed = typed_view(spark, name)
+    counted = Observation(f"rows of {name}")
     try:
-        typed_view(spark, name).write.mode("overwrite").parquet(path)
+        typed.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(
+            path
+        )
     except Exception as exc:
         raise QueryError(f"{name}.sql on Spark: {_one_line(exc)}") from exc
-    written = spark.read.parquet(path)
-    written.createOrReplaceTempView(name)
-    return BuiltView(name, path, written.count(), time.perf_counter() - start)
+    spark.read.schema(typed.schema).parquet(path).createOrReplaceTempView(name)
+    rows = int(counted.get["rows"])
+    return BuiltView(name, path, rows, time.perf_counter() - start)
 
 
-def _translated(q: Query, variables: Variables) -> str:
+def _run_steps(spark: Any, steps: tuple[Step, ...]) -> Any:
+    """Each step but the last computed once and pinned as its temp view (see
+    spark_translate.translate_steps); the last, the view's query, returned as a DataFrame."""
+    for step, text in steps[:-1]:
+        _pinned(spark, spark.sql(text)).createOrReplaceTempView(step)
+    return spark.sql(steps[-1][1])
+
+
+def _pinned(spark: Any, frame: Any) -> Any:
+    """The frame computed now, its plan cut to the stored rows: a reliable checkpoint when the
+    session has a checkpoint directory (`spark.sparkContext.setCheckpointDir`, advised on a
+    cluster, where an executor can be lost), else a local one in executor memory and disk."""
+    if spark.sparkContext.getCheckpointDir():
+        return frame.checkpoint(eager=True)
+    return frame.localCheckpoint(eager=True)
+
+
+def _translated(q: Query, variables: Variables) -> tuple[Step, ...]:
     try:
-        return translate(q.sql, variables)
+        return translate_steps(q.sql, variables, prefix=q.name)
     except QueryError as exc:
         raise QueryError(f"{q.path.name}: {exc.message}", hint=exc.hint) from exc
     except Exception as exc:  # sqlglot internals

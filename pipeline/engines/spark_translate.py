@@ -2,8 +2,11 @@
 
 sqlglot (`read="duckdb", write="spark"`) translates most of queries/*.sql as it stands. The
 rewrites below are automatic AST transforms for what it leaves untranslatable or translates with
-different numbers; each says why. A construct with no exact rewrite raises QueryError naming
+different numbers; each says why. Rewrites apply children first, so a construct nested inside a
+rewritten one is rewritten too. A construct with no exact rewrite raises QueryError naming
 the portable form to write instead, so a view fails loudly rather than giving other numbers.
+`translate_steps` also splits off each CTE read more than once as a step the engine computes
+once (Spark would inline it at every reference; see there).
 """
 
 from __future__ import annotations
@@ -16,37 +19,170 @@ from pipeline.errors import QueryError
 Variables = tuple[tuple[str, str], ...]  # DuckDB session variables (SET VARIABLE) by name
 
 
+Step = tuple[str | None, str]  # (temp view to create, or None for the query itself; Spark SQL)
+
+
 @cache
 def translate(sql: str, variables: Variables = ()) -> str:
     """DuckDB SQL -> Spark SQL, or QueryError naming what sqlglot could not translate.
 
     `variables` are the DuckDB session variables the table providers set; `getvariable(name)`
     becomes its value, and `query_table(getvariable(name))` the table it names."""
-    import sqlglot
-    from sqlglot.errors import ErrorLevel, SqlglotError
 
-    values = dict(variables)
+    def run() -> str:
+        return _emit(_rewritten(_parsed(sql, variables)))
+
+    return str(_guarded(run))
+
+
+@cache
+def translate_steps(sql: str, variables: Variables = (), prefix: str = "query") -> tuple[Step, ...]:
+    """The query as Spark SQL steps: each CTE that the rest of the query reads more than once
+    (or that is written `AS MATERIALIZED`) is its own step, a temp view `<prefix>__<cte>` that
+    the engine computes once; the last step is the query itself, reading those temp views.
+
+    DuckDB computes such a CTE once too. Spark would instead inline it at every reference, and
+    the diagnosis views chain many: cache_breaks grew to thousands of copies of its first CTE,
+    so planning alone took minutes and a 1 GB driver heap. A CTE written `AS NOT MATERIALIZED`
+    stays inline. The rows are the same either way; only the plan changes."""
+
+    def run() -> tuple[Step, ...]:
+        return tuple(
+            (name, _emit(_rewritten(step)))
+            for name, step in _split_ctes(_parsed(sql, variables), prefix)
+        )
+
+    steps: tuple[Step, ...] = _guarded(run)
+    return steps
+
+
+_REWRITES: tuple[Any, ...] = ()  # filled below, once the rewrites are defined
+
+
+def _guarded(run: Any) -> Any:
+    from sqlglot.errors import SqlglotError
+
     try:
-        statements = sqlglot.parse(sql, read="duckdb")
-        if len(statements) != 1 or statements[0] is None:
-            raise QueryError("expected exactly one SELECT statement")
-        tree = statements[0].transform(lambda node: _resolve_variables(node, values))
-        for rewrite in (
-            _exact_percentiles,
-            _glob_as_like,
-            _duckdb_functions,
-            _list_length,
-            _unordered_row_number,
-            _plain_cte,
-            _signed_types,
-            _list_reduce,
-            _asof_join,
-        ):
-            tree = tree.transform(rewrite)
-        # RAISE: an unsupported construct fails here, not as wrong numbers later.
-        return str(tree.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE))
+        return run()
     except SqlglotError as exc:
         raise QueryError(f"cannot translate to Spark SQL: {exc}") from exc
+
+
+def _parsed(sql: str, variables: Variables) -> Any:
+    import sqlglot
+
+    values = dict(variables)
+    statements = sqlglot.parse(sql, read="duckdb")
+    if len(statements) != 1 or statements[0] is None:
+        raise QueryError("expected exactly one SELECT statement")
+    return statements[0].transform(lambda node: _resolve_variables(node, values))
+
+
+def _rewritten(tree: Any) -> Any:
+    for rewrite in _REWRITES:
+        tree = _bottom_up(tree, rewrite)
+    return tree
+
+
+def _emit(tree: Any) -> str:
+    from sqlglot.errors import ErrorLevel
+
+    # RAISE: an unsupported construct fails here, not as wrong numbers later.
+    return str(tree.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE))
+
+
+def _split_ctes(tree: Any, prefix: str) -> list[tuple[str | None, Any]]:
+    """See translate_steps. Only the top-level WITH is split; a query whose nested WITH reuses
+    one of its names, or a recursive WITH, stays one step."""
+    from sqlglot import exp
+
+    with_ = tree.args.get("with_")
+    if not isinstance(with_, exp.With) or with_.args.get("recursive"):
+        return [(None, tree)]
+    ctes = list(with_.expressions)
+    names = [c.alias for c in ctes]
+    shadowed = any(
+        c.alias in names for w in tree.find_all(exp.With) if w is not with_ for c in w.expressions
+    )
+    if shadowed or len(set(names)) != len(names):
+        return [(None, tree)]
+
+    def refs(node: Any, visible: set[str]) -> list[str]:
+        # a CTE sees only the CTEs before it: a same-named table earlier is a real table
+        return [
+            t.name
+            for t in node.find_all(exp.Table)
+            if t.name in visible and not t.args.get("db") and isinstance(t.this, exp.Identifier)
+        ]
+
+    main = tree.copy()
+    main.set("with_", None)
+    visible_to = {n: set(names[:i]) for i, n in enumerate(names)}
+    deps = {c.alias: refs(c.this, visible_to[c.alias]) for c in ctes}
+    main_refs = refs(main, set(names))
+    count = dict.fromkeys(names, 0)
+    for r in [*main_refs, *(r for d in deps.values() for r in d)]:
+        count[r] += 1
+    pinned = {
+        c.alias
+        for c in ctes
+        if c.args.get("materialized") is True
+        or (count[c.alias] > 1 and c.args.get("materialized") is not False)
+    }
+    if not pinned:
+        return [(None, tree)]
+
+    def renamed(node: Any, visible: set[str]) -> Any:
+        for t in list(node.find_all(exp.Table)):
+            if t.name in visible & pinned and not t.args.get("db"):
+                if not t.alias:
+                    t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
+                t.set("this", exp.to_identifier(f"{prefix}__{t.name}"))
+        return node
+
+    def with_inline(body: Any, direct: list[str]) -> Any:
+        needed: set[str] = set()
+        todo = [d for d in direct if d not in pinned]
+        while todo:
+            name = todo.pop()
+            if name not in needed:
+                needed.add(name)
+                todo.extend(d for d in deps[name] if d not in pinned)
+        if not needed:
+            return body
+        inline = []
+        for c in ctes:
+            if c.alias in needed:
+                cte = c.copy()
+                cte.set("materialized", None)
+                renamed(cte.this, visible_to[c.alias])
+                inline.append(cte)
+        own = body.args.get("with_")
+        body.set("with_", exp.With(expressions=inline + (list(own.expressions) if own else [])))
+        return body
+
+    steps: list[tuple[str | None, Any]] = []
+    for c in ctes:
+        if c.alias in pinned:
+            body = renamed(c.this.copy(), visible_to[c.alias])
+            steps.append((f"{prefix}__{c.alias}", with_inline(body, deps[c.alias])))
+    steps.append((None, with_inline(renamed(main, set(names)), main_refs)))
+    return steps
+
+
+def _bottom_up(tree: Any, rewrite: Any) -> Any:
+    """Apply `rewrite` to every node, children before their parent, so a construct nested in
+    a rewritten one is rewritten too (sqlglot's `transform` does not descend into the node a
+    rewrite returns: `hash(hash(x))` kept its inner DuckDB `hash`)."""
+    for node in reversed(list(tree.dfs())):
+        new = rewrite(node)
+        if new is node:
+            continue
+        if node is tree:
+            tree = new
+        else:
+            node.replace(new)
+    return tree
 
 
 def _resolve_variables(node: Any, values: dict[str, str]) -> Any:
@@ -238,6 +374,7 @@ def _unordered_row_number(node: Any) -> Any:
         and isinstance(node.this, exp.RowNumber)
         and not node.args.get("partition_by")
         and not node.args.get("order")
+        and not node.args.get("alias")  # OVER a named window: its WINDOW clause orders it
     ):
         return exp.Anonymous(this="monotonically_increasing_id", expressions=[])
     return node
@@ -307,12 +444,95 @@ _FUNCTIONS = {"EPOCH_US": "unix_micros", "HASH": "xxhash64", "STRLEN": "octet_le
 
 
 def _duckdb_functions(node: Any) -> Any:
+    """Renames per _FUNCTIONS. A `hash` of several values also hashes whether each is NULL:
+    Spark's xxhash64 skips NULL arguments, so xxhash64(a, NULL) = xxhash64(NULL, a) and two
+    different tuples would share a fingerprint where DuckDB's hash tells them apart."""
     from sqlglot import exp
 
-    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _FUNCTIONS:
-        return exp.Anonymous(
-            this=_FUNCTIONS[str(node.this).upper()],
-            expressions=[e.copy() for e in node.expressions],
+    if not (isinstance(node, exp.Anonymous) and str(node.this).upper() in _FUNCTIONS):
+        return node
+    name = _FUNCTIONS[str(node.this).upper()]
+    args = [e.copy() for e in node.expressions]
+    if name == "xxhash64" and len(args) > 1:
+        args = [
+            part for arg in args for part in (arg, exp.Is(this=arg.copy(), expression=exp.Null()))
+        ]
+    return exp.Anonymous(this=name, expressions=args)
+
+
+def _weekdays(node: Any) -> Any:
+    """DuckDB's day-of-week numbers in Spark terms. sqlglot writes `isodow(t)` (Monday 1 ..
+    Sunday 7) as `dayofweek(t) % 7 + 1`, which on Spark (whose dayofweek is Sunday 1 ..
+    Saturday 7) is off by one day (a Friday became 7); and DuckDB `dayofweek(t)` is Sunday 0 ..
+    Saturday 6. Spark's `weekday(t)` is Monday 0 .. Sunday 6."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.DayOfWeekIso):
+        weekday = exp.Anonymous(this="weekday", expressions=[node.this.copy()])
+        return exp.Paren(this=exp.Add(this=weekday, expression=exp.Literal.number(1)))
+    if isinstance(node, exp.DayOfWeek):
+        spark_dow = exp.Anonymous(this="dayofweek", expressions=[node.this.copy()])
+        return exp.Paren(this=exp.Sub(this=spark_dow, expression=exp.Literal.number(1)))
+    return node
+
+
+def _json_wildcards(node: Any) -> Any:
+    """DuckDB `json_extract_string(j, '$.a[*].b')` is a list (one value per element of the
+    array at `$.a`; NULL where an element has no `b`; empty when `$.a` is not an array). sqlglot
+    writes Spark's get_json_object, which returns one string. As Spark SQL: the array's elements
+    as JSON strings (from_json with array<string> keeps an object element as its JSON text), each
+    read at the rest of the path: `transform(from_json(get_json_object(j, '$.a'),
+    'array<string>'), e -> get_json_object(e, '$.b'))`. Where `$.a` is not an array this gives
+    NULL, not an empty list: our queries coalesce both to []. One `[*]` per path."""
+    from sqlglot import exp
+
+    if not isinstance(node, exp.JSONExtractScalar):
+        return node
+    path = node.expression
+    text = path.sql(dialect="duckdb") if path is not None else ""
+    if "[*]" not in text:
+        return node
+    if not isinstance(path, exp.JSONPath | exp.Literal):
+        raise QueryError(f"JSON path with [*] must be a literal: {text}")
+    raw = path.name if isinstance(path, exp.Literal) else text.strip("'")
+    head, _, rest = raw.partition("[*]")
+    if "[*]" in rest:
+        raise QueryError(f"JSON path with more than one [*]: {raw}")
+    array = exp.Anonymous(
+        this="from_json",
+        expressions=[
+            exp.Anonymous(
+                this="get_json_object",
+                expressions=[node.this.copy(), exp.Literal.string(head or "$")],
+            ),
+            exp.Literal.string("array<string>"),
+        ],
+    )
+    if not rest:
+        return array
+    element = exp.to_identifier("json_element")
+    read = exp.Anonymous(
+        this="get_json_object",
+        expressions=[exp.column(element), exp.Literal.string("$" + rest)],
+    )
+    return exp.Anonymous(
+        this="transform",
+        expressions=[array, exp.Lambda(this=read, expressions=[element])],
+    )
+
+
+def _json_valid(node: Any) -> Any:
+    """DuckDB `json_valid(j)`: Spark has no such function; `try_parse_json(j) IS NOT NULL`
+    parses the text as JSON the same way (NULL in, NULL out)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "json_valid":
+        (arg,) = node.expressions
+        parsed = exp.Anonymous(this="try_parse_json", expressions=[arg.copy()])
+        return exp.If(
+            this=exp.Is(this=arg.copy(), expression=exp.Null()),
+            true=exp.Null(),
+            false=exp.Not(this=exp.Is(this=parsed, expression=exp.Null())),
         )
     return node
 
@@ -334,3 +554,19 @@ def spark_type(duckdb_type: str) -> str:
     if duckdb_type.upper() == "TIMESTAMPTZ":
         return "TIMESTAMP"  # Spark's TIMESTAMP is an instant, like TIMESTAMPTZ
     return sqlglot.exp.DataType.build(duckdb_type, dialect="duckdb").sql("spark")
+
+
+_REWRITES = (
+    _exact_percentiles,
+    _glob_as_like,
+    _duckdb_functions,
+    _weekdays,
+    _json_wildcards,
+    _json_valid,
+    _list_length,
+    _unordered_row_number,
+    _plain_cte,
+    _signed_types,
+    _list_reduce,
+    _asof_join,
+)
