@@ -3,10 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+MITM_VENV := .venv-mitm
+MITM_STAMP := $(MITM_VENV)/.installed
 WAREHOUSE ?= warehouse
 REPORTS ?= reports/out
 
-.PHONY: demo test lint typecheck unit bench docs clean help chromium java demo-screenshot install
+.PHONY: demo test lint typecheck unit bench docs clean help chromium java mitm demo-screenshot install
 
 help:
 	@echo "make demo   - install, generate demo traffic, ingest it, print headline numbers and the report path"
@@ -39,6 +41,13 @@ chromium:
 java:
 	@command -v java >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null) || echo "java could not be installed: Spark tests will skip"
 
+# mitmproxy in its own environment for the addon's end-to-end test: on Python 3.11 pip can only
+# get mitmproxy 11, which pins h11 0.14 and would break httpx in .venv. The test skips without it.
+$(MITM_STAMP):
+	@($(PYTHON) -m venv $(MITM_VENV) && $(MITM_VENV)/bin/python -m pip install --quiet mitmproxy orjson xxhash zstandard && touch $(MITM_STAMP)) || echo "mitmproxy could not be installed: the mitmdump test will skip"
+
+mitm: $(MITM_STAMP)
+
 demo-screenshot: demo chromium
 	$(BIN)/python -m pipeline.reports.browser "$$($(BIN)/cacheaudit report weekly --warehouse $(WAREHOUSE) --out $(REPORTS) 2>/dev/null)" reports/demo-weekly.png
 
@@ -49,7 +58,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy pipeline
 
-unit: $(STAMP) chromium java
+unit: $(STAMP) chromium java mitm
 	$(BIN)/pytest
 
 test: lint typecheck unit

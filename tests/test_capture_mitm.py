@@ -1,13 +1,24 @@
-"""The mitmproxy addon's flow -> record conversion (pure, no mitmproxy needed), and the addon
-module itself when mitmproxy is installed (an optional extra)."""
+"""The mitmproxy addon's flow -> record conversion (pure, no mitmproxy needed), the addon module
+when mitmproxy is installed here, and the addon inside a real `mitmdump` (reverse mode, in front of
+the fake upstream) from its own environment, as docs/capture.md recommends."""
 
 from __future__ import annotations
 
 import gzip
-import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import openai
+import orjson
 import pytest
+from fixtures.capture.fake_upstream import OPENAI_JSON, OPENAI_STREAM, FakeUpstream, sample_bytes
+from fixtures.capture.harness import capture_lines, free_port, ingest_rows, serving, wait_until
 
 from pipeline.capture.exchange import Hints
 from pipeline.capture.mitm_flow import ChunkTap, FlowSnapshot, outcome_for, snapshot_record, wanted
@@ -91,9 +102,99 @@ def test_only_llm_api_calls_are_recorded_unless_asked_for_everything() -> None:
     assert wanted("GET", "/index.html", True)
 
 
-def test_the_addon_module_loads_under_mitmproxy() -> None:
-    if importlib.util.find_spec("mitmproxy") is None:
-        pytest.skip("mitmproxy is not installed (optional extra: pip install 'cacheaudit[mitm]')")
-    from pipeline.capture import mitm_addon
+# --- the addon inside a real mitmdump ----------------------------------------------------------
 
-    assert [type(a).__name__ for a in mitm_addon.addons] == ["CacheauditRecorder"]
+ROOT = Path(__file__).resolve().parent.parent
+ADDON = ROOT / "pipeline" / "capture" / "mitm_addon.py"
+
+
+def _mitmdump() -> str | None:
+    """mitmdump from CACHEAUDIT_MITMDUMP, the Makefile's own environment (.venv-mitm, where
+    `make test` installs it), or PATH."""
+    for candidate in (os.environ.get("CACHEAUDIT_MITMDUMP"), ROOT / ".venv-mitm/bin/mitmdump"):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    return shutil.which("mitmdump")
+
+
+@contextmanager
+def _mitmdump_reverse(upstream: str, out: Path, confdir: Path) -> Iterator[str]:
+    binary = _mitmdump()
+    if binary is None:
+        pytest.skip("mitmdump not found (make test installs it in .venv-mitm)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            binary, "--mode", f"reverse:{upstream}", "--listen-host", "127.0.0.1",
+            "--listen-port", str(port), "-s", str(ADDON), "--set", f"confdir={confdir}",
+            "--set", f"cacheaudit_out={out}", "--set", "cacheaudit_agent=mitm-e2e", "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            output = proc.stdout.read().decode() if proc.stdout else ""
+            raise AssertionError(f"mitmdump exited with {proc.returncode}: {output}")
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_until(listening, timeout=30.0, what="mitmdump to listen")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGINT)  # graceful: the addon's done() closes the capture file
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_mitmdump_with_the_addon_records_sdk_calls_that_ingest_to_the_samples_usage(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "capture"
+    key = "sk-mitm-e2e-0123456789abcdef"
+    messages = [{"role": "user", "content": "Say hello"}]
+    with (
+        serving(FakeUpstream(first_pause_ms=20.0, gap_ms=2.0)) as up,
+        _mitmdump_reverse(up.url, out, tmp_path / "mitm-conf") as proxy_url,
+    ):
+        client = openai.OpenAI(base_url=proxy_url + "/v1", api_key=key, max_retries=0)
+        with client.chat.completions.with_streaming_response.create(
+            model="gpt-4o", messages=messages, stream=True,  # type: ignore[arg-type]
+            stream_options={"include_usage": True},
+        ) as response:  # fmt: skip
+            streamed = b"".join(response.iter_bytes())
+        plain = client.chat.completions.with_raw_response.create(
+            model="gpt-4.1-nano",
+            messages=messages,  # type: ignore[arg-type]
+        ).http_response.content
+    # The client saw the upstream's bytes unchanged, streamed and not.
+    assert streamed == sample_bytes(OPENAI_STREAM)
+    assert plain == sample_bytes(OPENAI_JSON)
+
+    records = [orjson.loads(line) for line in capture_lines(out)]
+    stream_record = next(r for r in records if b'"stream":true' in r["request"]["body"].encode())
+    # Streamed, not buffered: one recorded chunk per SSE event the upstream sent.
+    chunks = stream_record["response"]["chunks"]
+    assert len(chunks) == sample_bytes(OPENAI_STREAM).count(b"\n\n")
+    assert [t for t, _ in chunks] == sorted(t for t, _ in chunks)
+
+    written = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert key.encode() not in written and b"0123456789abcdef" not in written
+
+    _, rows = ingest_rows(out, tmp_path / "wh")
+    by_stream = {row["stream"]: row for row in rows}
+    assert len(rows) == 2 and set(by_stream) == {True, False}
+    # Sample usage: the stream's last chunk has prompt 14 / completion 30 and no cached field
+    # (unknown, not 0); the plain body has prompt 16, cached_tokens 0, completion 363.
+    s, p = by_stream[True], by_stream[False]
+    assert (s["input_tokens"], s["cache_read_tokens"], s["output_tokens"]) == (14, None, 30)
+    assert (p["input_tokens"], p["cache_read_tokens"], p["output_tokens"]) == (16, 0, 363)
+    assert s["outcome"] == p["outcome"] == "ok"
+    assert s["agent"] == "mitm-e2e" and s["account"] is not None
+    # Each SSE event's arrival was recorded, so the answer's first text has a time.
+    assert s["ttft_ms"] is not None and s["ttft_ms"] >= 20.0

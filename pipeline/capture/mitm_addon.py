@@ -7,19 +7,44 @@ Only POSTs to LLM API paths are recorded unless `--set cacheaudit_all=true`. Res
 recorded flows are streamed (not buffered by mitmproxy), so SSE reaches the client as it arrives
 and each chunk's arrival time is kept. This module needs mitmproxy; the flow -> record logic is
 in `pipeline.capture.mitm_flow`, which does not.
+
+mitmproxy may also live in its own environment (on Python 3.11 the only mitmproxy, 11.x, pins
+h11 0.14, which breaks httpx in cacheaudit's environment): that environment needs orjson, xxhash
+and zstandard, and this file then loads the `pipeline` package it belongs to by path.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx, http
 
-from pipeline.capture.exchange import Hints
-from pipeline.capture.mitm_flow import ChunkTap, FlowSnapshot, snapshot_record, wanted
-from pipeline.capture.writer import CaptureWriter
+
+def _load_own_package() -> None:
+    """Make `pipeline` importable when mitmproxy runs from another environment: register this
+    file's package from its directory, without putting cacheaudit's site-packages on sys.path
+    (their h11 and friends would shadow mitmproxy's)."""
+    if importlib.util.find_spec("pipeline") is not None:
+        return
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "pipeline", root / "__init__.py", submodule_search_locations=[str(root)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pipeline"] = module
+    spec.loader.exec_module(module)
+
+
+_load_own_package()
+
+from pipeline.capture.exchange import Hints  # noqa: E402
+from pipeline.capture.mitm_flow import ChunkTap, FlowSnapshot, snapshot_record, wanted  # noqa: E402
+from pipeline.capture.writer import CaptureWriter  # noqa: E402
 
 _TAP = "cacheaudit_tap"
 _DONE = "cacheaudit_written"
