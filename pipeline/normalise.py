@@ -20,6 +20,7 @@ from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
 from pipeline.redact import redact_text
 
 _EMPTY_PREFIX = b"\x00" * 16
+_BINARY_APIS = frozenset({"converse", "invoke_model"})
 SegmentColumns = tuple[list[str], list[str | None], list[bytes]]  # kinds, roles, exact bytes
 
 
@@ -173,7 +174,8 @@ def _normalise(
             error_message=exchange.capture_error,
         )
     else:
-        binary_ok = route.api == "converse" or "eventstream" in content_type
+        # Bedrock streams are binary AWS event streams even when the capture lost the header.
+        binary_ok = route.api in _BINARY_APIS or "eventstream" in content_type
         if not binary_ok and not exchange.response_body.isascii():  # ASCII is valid UTF-8
             try:
                 exchange.response_body.decode("utf-8")

@@ -71,7 +71,16 @@ def api_from_path(path: str) -> str | None:
         return "messages"  # Claude on Vertex AI speaks the Messages body
     if p.endswith(("/converse", "/converse-stream")):
         return "converse"
+    if p.endswith(("/invoke", "/invoke-with-response-stream")) and _is_bedrock_model_path(p):
+        return "invoke_model"  # Bedrock InvokeModel (Claude: an Anthropic Messages body)
     return None
+
+
+def _is_bedrock_model_path(path: str) -> bool:
+    """`.../model/{modelId}/invoke[-with-response-stream]`: a bare `/invoke` is too common
+    (LangServe `/{chain}/invoke`) to be taken as Bedrock without the `model/{id}` before it."""
+    parts = path.split("/")
+    return len(parts) >= 4 and parts[-3] == "model" and bool(parts[-2])
 
 
 def load_user_rules(path: Path | None = None) -> list[UserRule]:

@@ -16,13 +16,22 @@ from pipeline.dialects import (
     converse,
     generate_content,
     interactions,
+    invoke_model,
     messages,
     responses,
 )
 
 DIALECTS: dict[str, ModuleType] = {
     module.API: module
-    for module in (chat_completions, responses, messages, generate_content, interactions, converse)
+    for module in (
+        chat_completions,
+        responses,
+        messages,
+        generate_content,
+        interactions,
+        converse,
+        invoke_model,
+    )
 }
 
 

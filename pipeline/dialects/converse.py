@@ -128,7 +128,8 @@ def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
     return usage
 
 
-def _error_type(headers: list[tuple[str, str]] | None) -> str | None:
+def amzn_error_type(headers: list[tuple[str, str]] | None) -> str | None:
+    """The error type Bedrock puts in `x-amzn-errortype` (InvokeModel shares it)."""
     value = header(headers, "x-amzn-errortype")
     # "ValidationException:http://internal.amazon.com/coral/..." -> "ValidationException"
     return value.split(":", 1)[0] if value else None
@@ -142,7 +143,7 @@ def parse_response(
     headers: list[tuple[str, str]] | None = None,
 ) -> ResponseInfo:
     if status >= 400:
-        return http_error(body, _error_type(headers))
+        return http_error(body, amzn_error_type(headers))
     if body.lstrip()[:1] == b"{":
         return _parse_json(body)
     return _parse_stream(body)

@@ -174,6 +174,11 @@ def parse_response(
         return http_error(body)
     if is_stream_body(body, stream):
         return _parse_stream(body)
+    return parse_message_json(body)
+
+
+def parse_message_json(body: bytes) -> ResponseInfo:
+    """A non-streamed Messages body (a Message, or an error envelope on HTTP 200)."""
     obj = loads_lenient(body)
     if not isinstance(obj, dict):
         raise ValueError("response body is not a JSON object")
@@ -192,50 +197,63 @@ def parse_response(
     )
 
 
-def _parse_stream(body: bytes) -> ResponseInfo:
-    usage: dict[str, Any] | None = None
-    model: str | None = None
-    finish: str | None = None
-    final_delta = stopped = False
-    first_reasoning: int | None = None
-    first_text: int | None = None
-    error_type: str | None = None
-    error_message: str | None = None
-    errored = False
-    for event in iter_sse(body):
-        data = event.data.strip()
-        if not data:
-            continue
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            if event.event == "error":
-                errored, error_type = True, "error"
-                error_message = data[:200].decode("utf-8", "replace")
-            continue
-        if not isinstance(obj, dict):
-            continue
-        kind = obj.get("type") or event.event
+class StreamAccumulator:
+    """The state of one Messages stream, fed one decoded event at a time.
+
+    The SSE reader below and Bedrock InvokeModel's binary event stream
+    (pipeline.dialects.invoke_model, where each `chunk` carries one of these events base64-encoded)
+    both feed it, so the usage rules (message_start, then the LAST cumulative message_delta)
+    live in one place. `end` is the byte offset just past the event in the response body.
+    """
+
+    __slots__ = (
+        "error_message",
+        "error_type",
+        "errored",
+        "final_delta",
+        "finish",
+        "first_reasoning",
+        "first_text",
+        "model",
+        "stopped",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.finish: str | None = None
+        self.final_delta = False
+        self.stopped = False
+        self.first_reasoning: int | None = None
+        self.first_text: int | None = None
+        self.error_type: str | None = None
+        self.error_message: str | None = None
+        self.errored = False
+
+    def feed(self, kind: Any, obj: dict[str, Any], end: int, error_event: bool = False) -> None:
+        """One event: `kind` is its `type` (or the SSE event name), `obj` its JSON object;
+        `error_event` says the transport itself labelled it an error (SSE `event: error`)."""
         if kind == "message_start":
             message = obj.get("message") or {}
-            model = as_str(message.get("model")) or model
+            self.model = as_str(message.get("model")) or self.model
             if isinstance(message.get("usage"), dict):
-                usage = dict(message["usage"])
+                self.usage = dict(message["usage"])
         elif kind == "content_block_start":
             block = obj.get("content_block") or {}
-            if block.get("type") in ("tool_use", "server_tool_use") and first_text is None:
-                first_text = event.end
+            if block.get("type") in ("tool_use", "server_tool_use") and self.first_text is None:
+                self.first_text = end
         elif kind == "content_block_delta":
             delta = obj.get("delta") or {}
             dtype = delta.get("type")
-            if dtype == "thinking_delta" and delta.get("thinking") and first_reasoning is None:
-                first_reasoning = event.end
-            elif dtype == "text_delta" and delta.get("text") and first_text is None:
-                first_text = event.end
+            if dtype == "thinking_delta" and delta.get("thinking") and self.first_reasoning is None:
+                self.first_reasoning = end
+            elif dtype == "text_delta" and delta.get("text") and self.first_text is None:
+                self.first_text = end
         elif kind == "message_delta":
             delta_usage = obj.get("usage")
             if isinstance(delta_usage, dict):
-                usage = usage or {}
+                usage = self.usage = self.usage or {}
                 written = delta_usage.get("cache_creation_input_tokens")
                 if (
                     written is not None
@@ -246,32 +264,54 @@ def _parse_stream(body: bytes) -> ResponseInfo:
                     # split no longer describes it, so the 1-hour part becomes unknown.
                     usage.pop("cache_creation", None)
                 usage.update({k: v for k, v in delta_usage.items() if v is not None})
-                final_delta = True
+                self.final_delta = True
             stop = (obj.get("delta") or {}).get("stop_reason")
-            finish = as_str(stop) or finish
+            self.finish = as_str(stop) or self.finish
         elif kind == "message_stop":
-            stopped = True
-        elif kind == "error" or event.event == "error":
-            errored = True
-            error_type, error_message = error_fields(obj)
-            error_type = error_type or "error"
-    complete = final_delta or stopped
-    if usage is not None and not final_delta:
-        usage = {k: v for k, v in usage.items() if k != "output_tokens"}
-    normalised = normalise_usage(usage)
-    if errored:
-        outcome = "stream_error"
-    elif not complete:
-        outcome = "interrupted"
-    else:
-        outcome = "ok"
-    return ResponseInfo(
-        outcome=outcome,
-        usage=normalised,
-        model=model,
-        error_type=error_type,
-        error_message=error_message,
-        finish_reason=finish,
-        first_reasoning_at=first_reasoning,
-        first_text_at=first_text,
-    )
+            self.stopped = True
+        elif kind == "error" or error_event:
+            etype, message = error_fields(obj)
+            self.fail(etype or "error", message)
+
+    def fail(self, error_type: str | None, error_message: str | None) -> None:
+        self.errored = True
+        self.error_type, self.error_message = error_type, error_message
+
+    def result(self) -> ResponseInfo:
+        usage = self.usage
+        if usage is not None and not self.final_delta:
+            usage = {k: v for k, v in usage.items() if k != "output_tokens"}
+        if self.errored:
+            outcome = "stream_error"
+        elif not (self.final_delta or self.stopped):
+            outcome = "interrupted"
+        else:
+            outcome = "ok"
+        return ResponseInfo(
+            outcome=outcome,
+            usage=normalise_usage(usage),
+            model=self.model,
+            error_type=self.error_type,
+            error_message=self.error_message,
+            finish_reason=self.finish,
+            first_reasoning_at=self.first_reasoning,
+            first_text_at=self.first_text,
+        )
+
+
+def _parse_stream(body: bytes) -> ResponseInfo:
+    acc = StreamAccumulator()
+    for event in iter_sse(body):
+        data = event.data.strip()
+        if not data:
+            continue
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            if event.event == "error":
+                acc.fail("error", data[:200].decode("utf-8", "replace"))
+            continue
+        if not isinstance(obj, dict):
+            continue
+        acc.feed(obj.get("type") or event.event, obj, event.end, event.event == "error")
+    return acc.result()
