@@ -7,17 +7,22 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from pipeline import __version__
+from pipeline.commands.options import (
+    DEFAULT_WAREHOUSE,
+    PricesOpt,
+    RulesOpt,
+    WarehouseOpt,
+    err,
+    sql_options,
+)
 from pipeline.engines import engine_from, master_from
 from pipeline.engines.options import EngineOpt, SparkMasterOpt
 from pipeline.errors import ExitCode, PipelineError
-
-if TYPE_CHECKING:
-    from pipeline.sql import SqlOptions
 
 app = typer.Typer(
     name="cacheaudit",
@@ -31,44 +36,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals can hold API keys
     add_completion=False,
 )
-
-WarehouseOpt = Annotated[
-    Path,
-    typer.Option(
-        "--warehouse",
-        "-w",
-        envvar="CACHEAUDIT_WAREHOUSE",
-        help="Warehouse directory (Parquet tables).",
-        show_default=True,
-    ),
-]
-DEFAULT_WAREHOUSE = Path("warehouse")
-PricesOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--prices",
-        envvar="CACHEAUDIT_PRICES",
-        help="Extra price table (CSV) or a directory of them; their rows win over shipped ones.",
-    ),
-]
-RulesOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--rules",
-        envvar="CACHEAUDIT_RULES",
-        help="Extra cache-rule table (CSV) or a directory of them; their rows win.",
-    ),
-]
-
-
-def sql_options(prices: list[Path] | None, rules: list[Path] | None) -> SqlOptions:
-    from pipeline.sql import SqlOptions  # lazy: keeps duckdb out of `ingest` start-up
-
-    return SqlOptions(prices_paths=tuple(prices or ()), rules_paths=tuple(rules or ()))
-
-
-def err(message: str) -> None:
-    typer.echo(message, err=True)
 
 
 def _version(value: bool) -> None:
@@ -336,3 +303,7 @@ def main() -> None:
         err(f"internal error: {type(exc).__name__}: {exc}")
         err("hint: this is a bug; rerun with CACHEAUDIT_DEBUG=1 for the traceback")
         sys.exit(int(ExitCode.BUG))
+
+
+if __name__ == "__main__":  # `python -m pipeline.cli`
+    main()

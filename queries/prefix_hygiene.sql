@@ -29,53 +29,80 @@ breaks AS (
     JOIN subjects AS s USING (request_id)
 ),
 
+-- Each finding's example is ONE row, the one that lost most tokens (ties and unknown counts:
+-- lowest request_id), so its request, conversation, position and excerpt agree and a rerun
+-- picks the same one; `pick` ranks the rows, the aggregates take the example from pick = 1.
+volatile_breaks AS (
+    SELECT
+        *,
+        row_number() OVER (PARTITION BY subject_kind, subject
+                           ORDER BY tokens_lost DESC NULLS LAST, request_id ASC) AS pick
+    FROM breaks
+    WHERE cause IN ('tools_changed', 'system_changed')
+      AND change_class IN ('timestamp', 'uuid', 'counter')
+),
+
 volatile AS (
     SELECT
         subject_kind, subject, 'volatile_content' AS finding,
-        arg_max(request_id, tokens_lost) AS example_request_id,
-        arg_max(conversation_id, tokens_lost) AS conversation_id,
-        arg_max(changed_position, tokens_lost) AS position,
-        arg_max(excerpt, tokens_lost) AS excerpt,
+        max(request_id) FILTER (WHERE pick = 1) AS example_request_id,
+        max(conversation_id) FILTER (WHERE pick = 1) AS conversation_id,
+        max(changed_position) FILTER (WHERE pick = 1) AS position,
+        max(excerpt) FILTER (WHERE pick = 1) AS excerpt,
         count(*) AS turns_affected,
         avg(tokens_lost) AS tokens_per_turn,
         string_agg(DISTINCT changed_kind || ': ' || change_class, ', '
                    ORDER BY changed_kind || ': ' || change_class) AS detail
+    FROM volatile_breaks
+    GROUP BY subject_kind, subject
+),
+
+dynamic_breaks AS (
+    SELECT
+        *,
+        row_number() OVER (PARTITION BY subject_kind, subject
+                           ORDER BY tokens_lost DESC NULLS LAST, request_id ASC) AS pick
     FROM breaks
     WHERE cause IN ('tools_changed', 'system_changed')
-      AND change_class IN ('timestamp', 'uuid', 'counter')
-    GROUP BY subject_kind, subject
 ),
 
 dynamic AS (
     SELECT
         b.subject_kind, b.subject, 'dynamic_before_stable' AS finding,
-        arg_max(b.request_id, b.tokens_lost) AS example_request_id,
-        arg_max(b.conversation_id, b.tokens_lost) AS conversation_id,
-        arg_max(b.changed_position, b.tokens_lost) AS position,
-        arg_max(b.excerpt, b.tokens_lost) AS excerpt,
+        max(b.request_id) FILTER (WHERE b.pick = 1) AS example_request_id,
+        max(b.conversation_id) FILTER (WHERE b.pick = 1) AS conversation_id,
+        max(b.changed_position) FILTER (WHERE b.pick = 1) AS position,
+        max(b.excerpt) FILTER (WHERE b.pick = 1) AS excerpt,
         count(*) AS turns_affected,
         avg(b.tokens_lost) AS tokens_per_turn,
         string_agg(DISTINCT b.changed_kind, ', ' ORDER BY b.changed_kind) || ' changed on '
             || count(*) || ' of ' || any_value(t.later_turns) || ' later turns' AS detail
-    FROM breaks AS b
+    FROM dynamic_breaks AS b
     JOIN turn_counts AS t USING (subject_kind, subject)
-    WHERE b.cause IN ('tools_changed', 'system_changed')
     GROUP BY b.subject_kind, b.subject
     HAVING count(*) > 0.5 * any_value(t.later_turns)
+),
+
+rewritten_breaks AS (
+    SELECT
+        *,
+        row_number() OVER (PARTITION BY subject_kind, subject
+                           ORDER BY tokens_lost DESC NULLS LAST, request_id ASC) AS pick
+    FROM breaks
+    WHERE cause = 'history_rewritten'
 ),
 
 rewritten AS (
     SELECT
         subject_kind, subject, 'history_rewritten' AS finding,
-        arg_max(request_id, tokens_lost) AS example_request_id,
-        arg_max(conversation_id, tokens_lost) AS conversation_id,
-        arg_max(changed_position, tokens_lost) AS position,
-        arg_max(excerpt, tokens_lost) AS excerpt,
+        max(request_id) FILTER (WHERE pick = 1) AS example_request_id,
+        max(conversation_id) FILTER (WHERE pick = 1) AS conversation_id,
+        max(changed_position) FILTER (WHERE pick = 1) AS position,
+        max(excerpt) FILTER (WHERE pick = 1) AS excerpt,
         count(*) AS turns_affected,
         avg(tokens_lost) AS tokens_per_turn,
         string_agg(DISTINCT change_class, ', ' ORDER BY change_class) AS detail
-    FROM breaks
-    WHERE cause = 'history_rewritten'
+    FROM rewritten_breaks
     GROUP BY subject_kind, subject
 ),
 
@@ -150,19 +177,28 @@ orphans AS (
     ANTI JOIN calls AS c ON c.conversation_id = r.conversation_id AND c.id = r.id
 ),
 
+-- the example is the first orphan seen: lowest position, then request_id, then id
+ranked_orphans AS (
+    SELECT
+        *,
+        row_number() OVER (PARTITION BY subject_kind, subject, finding
+                           ORDER BY position ASC, request_id ASC, id ASC) AS pick
+    FROM orphans
+),
+
 orphan_findings AS (
     SELECT
         subject_kind, subject, finding,
-        arg_min(request_id, position) AS example_request_id,
-        arg_min(conversation_id, position) AS conversation_id,
-        min(position) AS position,
-        arg_min(left(regexp_replace(content,
+        max(request_id) FILTER (WHERE pick = 1) AS example_request_id,
+        max(conversation_id) FILTER (WHERE pick = 1) AS conversation_id,
+        max(position) FILTER (WHERE pick = 1) AS position,
+        max(left(regexp_replace(content,
             '(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,})',
-            '[REDACTED]', 'g'), 120), position) AS excerpt,
+            '[REDACTED]', 'g'), 120)) FILTER (WHERE pick = 1) AS excerpt,
         count(DISTINCT conversation_id) AS turns_affected,
         NULL::DOUBLE AS tokens_per_turn,
-        count(*) || ' ids, e.g. ' || min(id) AS detail
-    FROM orphans
+        count(*) || ' ids, e.g. ' || max(id) FILTER (WHERE pick = 1) AS detail
+    FROM ranked_orphans
     GROUP BY subject_kind, subject, finding
 ),
 

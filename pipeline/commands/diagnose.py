@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli import DEFAULT_WAREHOUSE, RulesOpt, WarehouseOpt, err, sql_options
+from pipeline.commands.options import DEFAULT_WAREHOUSE, RulesOpt, WarehouseOpt, err, sql_options
 from pipeline.engines.options import EngineOpt, SparkMasterOpt
 
 

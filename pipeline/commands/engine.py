@@ -57,7 +57,7 @@ def check(spark_master: SparkMasterOpt = None) -> None:
     Proves Java, pyspark and the SQL translation work before a long run."""
     import tempfile
 
-    from pipeline.cli import err
+    from pipeline.commands.options import err
     from pipeline.engines import master_from
     from pipeline.engines.spark_session import get_session
     from pipeline.engines.spark_sql import register_views

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli import DEFAULT_WAREHOUSE, PricesOpt, RulesOpt, WarehouseOpt, err, sql_options
+from pipeline.commands.options import (
+    DEFAULT_WAREHOUSE,
+    PricesOpt,
+    RulesOpt,
+    WarehouseOpt,
+    err,
+    sql_options,
+)
 
 OutOpt = Annotated[
     Path | None,

@@ -28,7 +28,8 @@ from pipeline.sources import open_binary
 from pipeline.sources.capture import redact_excerpt
 
 # Spans of one line are numbered within it (see `span_index`); an export batch holds thousands
-# of spans at most, far below this.
+# of spans at most, far below this. A line with more spans keeps the first STRIDE - 1 and gives
+# one reject, at the line's last index, for the rest.
 SPAN_INDEX_STRIDE = 1_000_000
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
@@ -163,11 +164,22 @@ def iter_otlp_lines(
         if not isinstance(doc, dict):
             yield Reject(source, span_index(lineno, 0), "OTLP line is not a JSON object", "")
             continue
-        for ordinal, (span, resource) in enumerate(_spans(doc)):
+        spans = _spans(doc)
+        last = SPAN_INDEX_STRIDE - 1
+        for ordinal, (span, resource) in enumerate(spans):
+            if ordinal == last and next(spans, None) is not None:
+                # More spans than indices in the line: the line's last index is the one reject
+                # for the excess (so no index reaches into the next line's).
+                dropped = 2 + sum(1 for _ in spans)
+                yield Reject(
+                    source,
+                    span_index(lineno, last),
+                    f"OTLP line has too many spans to number: {dropped} spans after the first"
+                    f" {last} dropped (at most {SPAN_INDEX_STRIDE} per line)",
+                    "",
+                )
+                break
             index = span_index(lineno, ordinal)
-            if ordinal >= SPAN_INDEX_STRIDE:
-                yield Reject(source, index, "OTLP line has too many spans to number", "")
-                continue
             try:
                 yield span_to_exchange(span, resource, source, index)
             except (TypeError, ValueError, AttributeError, OverflowError) as exc:
