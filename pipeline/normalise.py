@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
 from operator import itemgetter
 from typing import Any
@@ -81,6 +82,13 @@ def hash_chain(data: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     return digests, prefixes
 
 
+@lru_cache(maxsize=4096)
+def _route(host: str, path: str, rules: tuple[providers.UserRule, ...]) -> providers.Route | None:
+    """`providers.route`, remembered: a capture calls a handful of endpoints thousands of times,
+    and matching the host against every pattern cost 2% of ingest. Routes and rules are frozen."""
+    return providers.route(host, path, list(rules) or None)
+
+
 def _arrival_ms(
     exchange: Exchange, offsets: tuple[int | None, ...], stream: bool
 ) -> tuple[float | None, ...]:
@@ -146,7 +154,7 @@ def _normalise(
     host = parts.netloc.rpartition("@")[2]  # never user:password@ (sources redact it too)
     if exchange.method.upper() != "POST":
         raise Skip
-    route = providers.route(host, parts.path, rules)
+    route = _route(host, parts.path, tuple(rules) if rules else ())
     if route is None or route.api not in DIALECTS:
         raise Skip
     dialect = DIALECTS[route.api]
@@ -166,11 +174,14 @@ def _normalise(
     content_type = (header(exchange.response_headers, "content-type") or "").lower()
     stream = bool(request.stream) or "event-stream" in content_type or "eventstream" in content_type
     if exchange.status is None:
-        # No response arrived: the capture tool could not reach the upstream or timed out.
+        # No response arrived. A capture tool that could not reach the upstream (or timed out)
+        # says why: http_error of that type. A source that saw the request cut before any
+        # response (a HAR entry without one: aborted, blocked) says interrupted.
+        interrupted = exchange.capture_outcome == "interrupted"
         response = ResponseInfo(
-            outcome="http_error",
+            outcome="interrupted" if interrupted else "http_error",
             usage=None,
-            error_type=exchange.capture_outcome,
+            error_type=None if interrupted else exchange.capture_outcome,
             error_message=exchange.capture_error,
         )
     else:

@@ -144,6 +144,13 @@ class Warehouse:
             )
         tmp.replace(path)
 
+    def replace_part(self, path: Path, table: pa.Table) -> None:
+        """Replace a part file with `table` (atomically), or remove it when `table` is empty."""
+        if table.num_rows:
+            self._write_atomic(table, path)
+        else:
+            path.unlink(missing_ok=True)
+
     def write_rows(self, name: str, columns: dict[str, list[Any]], key: str, part: str) -> int:
         """Write column lists as Parquet part files, split by day when the table is partitioned."""
         spec = schema.load(name)

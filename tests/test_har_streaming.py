@@ -116,3 +116,27 @@ def test_a_har_split_into_batches_over_two_workers_keeps_every_entry_index(
     rows = table(tmp_path / "wh", "requests")
     assert sorted(r["source_index"] for r in rows) == sorted(set(range(30)) - {7, 20})
     assert [r["source_index"] for r in table(tmp_path / "wh", "rejects")] == [20]
+
+
+def test_a_har_entry_without_a_response_is_interrupted_with_unknown_status(
+    tmp_path: Path,
+) -> None:
+    # Browsers export an aborted or blocked request with status 0 (or no `response` at all):
+    # no response arrived, so it is interrupted, not an HTTP error, and its status is unknown.
+    blocked = har_entry(1)
+    blocked["response"].update(status=0, statusText="", content={"size": 0, "mimeType": "x"})
+    blocked["_error"] = "net::ERR_BLOCKED_BY_CLIENT"
+    aborted = har_entry(2)
+    del aborted["response"]
+    path = tmp_path / "aborted.har"
+    path.write_bytes(har_document([har_entry(0), blocked, aborted]))
+    result = run([path], tmp_path / "wh")
+    assert (result.files[0].accepted, result.files[0].rejected) == (3, 0)
+    rows = {r["source_index"]: r for r in table(tmp_path / "wh", "requests")}
+    assert (rows[0]["outcome"], rows[0]["status_code"]) == ("ok", 200)
+    for index in (1, 2):
+        assert rows[index]["outcome"] == "interrupted"
+        assert rows[index]["status_code"] is None
+        assert rows[index]["usage_status"] == "missing"
+        assert rows[index]["input_tokens"] is None
+    assert rows[1]["error_message"] == "net::ERR_BLOCKED_BY_CLIENT"

@@ -4,6 +4,7 @@ parallel chunks, compressed inputs, format detection and crash recovery."""
 from __future__ import annotations
 
 import gzip
+import itertools
 from pathlib import Path
 
 import pyarrow as pa
@@ -111,6 +112,66 @@ def test_gzip_and_zstd_captures_give_the_same_rows_as_the_plain_file(tmp_path: P
         assert result.files[0].format == "capture_jsonl"
         assert sorted(r["request_id"] for r in table(wh, "requests")) == ["r0", "r1", "r2", "r3"]
         assert sorted(r["input_tokens"] for r in table(wh, "requests")) == [1000, 1001, 1002, 1003]
+
+
+def test_the_end_of_a_file_is_cut_in_smaller_ranges_so_the_workers_finish_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest_module, "CHUNK_BYTES", 8000)
+    capture = tmp_path / "c.jsonl"
+    capture.write_bytes(b"".join(line(capture_record(i)) for i in range(300)))
+    data = capture.read_bytes()
+    for size in (len(data), 7000):  # many chunks; less than one chunk
+        ranges = ingest_module.split_ranges(capture, size)
+        sizes = [end - start for start, end, _ in ranges]
+        assert ranges[0][0] == 0 and ranges[-1][1] == size
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+        assert all(data[:start].count(b"\n") + 1 == n for start, _, n in ranges)
+        assert len(ranges) >= 3  # even a file smaller than a chunk goes to every core
+        assert max(sizes[-3:]) < 8000 // 2
+
+
+def test_digests_become_the_same_hex_strings_whatever_the_batch_sizes() -> None:
+    for n in (0, 1, 3, 1000, 20_000, 7, 50_000, 2):  # the shared offsets grow, then get sliced
+        digests = bytearray(bytes(range(256)) * (n // 16 + 1))[: 16 * n]
+        column = ingest_module._hex_column(digests, n)
+        column.validate(full=True)
+        assert column.to_pylist() == [bytes(digests[16 * i : 16 * i + 16]).hex() for i in range(n)]
+
+
+def test_decompressed_blocks_reach_workers_as_files_that_are_removed_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parent hands each block of decompressed lines to a worker as a file (not through the
+    # pipe); the rows still name the compressed source, and no block file outlives the run.
+    n = 40
+    plain = b"".join(line(capture_record(i)) for i in range(n))
+    gz = tmp_path / "c.jsonl.gz"
+    gz.write_bytes(gzip.compress(plain))
+    spill_root = tmp_path / "tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(ingest_module.tempfile, "tempdir", str(spill_root))
+    monkeypatch.setattr(ingest_module, "BATCH_BYTES", 4000)  # a few lines per block
+    monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
+    spilled: list[str] = []
+    spill = ingest_module._Pool._spill
+
+    def counting(self: ingest_module._Pool, task: ingest_module.Task) -> ingest_module.Task:
+        out = spill(self, task)
+        assert out.spill is not None and out.lines is None
+        spilled.append(out.spill)
+        return out
+
+    monkeypatch.setattr(ingest_module._Pool, "_spill", counting)
+    result = run([gz], tmp_path / "wh", workers=2)
+    fr = result.files[0]
+    assert (fr.records, fr.accepted, fr.rejected) == (n, n, 0)
+    rows = table(tmp_path / "wh", "requests")
+    assert sorted(r["source_index"] for r in rows) == list(range(1, n + 1))
+    assert {r["source"] for r in rows} == {str(gz)}
+    assert len(spilled) > 5
+    assert not any(Path(s).exists() for s in spilled)
+    assert list(spill_root.iterdir()) == []
 
 
 def test_the_format_is_detected_from_content_not_the_extension(tmp_path: Path) -> None:

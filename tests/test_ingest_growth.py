@@ -102,8 +102,12 @@ def test_an_otlp_file_split_across_workers_gives_the_same_rows_as_one_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plain = tmp_path / "spans.jsonl"
-    lines = OTLP_FIXTURE.read_bytes().splitlines(keepends=True)
-    plain.write_bytes(b"".join(lines * 5))  # 15 lines: the fixture's 3, five times
+    # 15 lines: the fixture's 3, five times, each copy with its own trace ids (the same span
+    # twice would be one span, kept once).
+    text = OTLP_FIXTURE.read_bytes()
+    plain.write_bytes(
+        b"".join(text.replace(b"af7651916cd4", b"af765191%04d" % k) for k in range(5))
+    )
     gz = tmp_path / "spans.jsonl.gz"
     gz.write_bytes(gzip.compress(plain.read_bytes()))
     monkeypatch.setattr(ingest_module, "CHUNK_BYTES", 500)  # about a line per task

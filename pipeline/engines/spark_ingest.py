@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import providers
+from pipeline.dedupe import drop_duplicates
 from pipeline.errors import InputError, PipelineError
 from pipeline.ingest import (
     FileResult,
@@ -31,6 +32,7 @@ from pipeline.ingest import (
     Task,
     Worker,
     hash_file,
+    record_unrecognised,
     split_ranges,
     supersede,
     write_manifests,
@@ -69,8 +71,8 @@ def _survey(spark: Any, paths: list[Path]) -> list[dict[str, Any]]:
     names = [str(p) for p in paths]
     # An RDD over the file list, one file per partition: plain Python workers, no pandas needed.
     surveyed = spark.sparkContext.parallelize(names, len(names)).map(survey_file).collect()
-    for s in surveyed:  # fail like the local engine: on the first bad file, before any write
-        if "error" in s:
+    for s in surveyed:  # fail like the local engine: on a bad file, before any write
+        if "error" in s and (len(names) == 1 or not Path(s["path"]).is_file()):
             raise InputError(s["error"], hint=s.get("hint"))
     return list(surveyed)
 
@@ -114,8 +116,16 @@ def ingest(
         warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
         result = IngestResult()
         pending: dict[str, FileResult] = {}
+        unreadable: dict[str, FileResult] = {}
         tasks: list[Task] = []
         for s in _survey(spark, paths):
+            if "error" in s:  # a file of the batch that is not traffic: one reject, as locally
+                error = InputError(s["error"], hint=s.get("hint"))
+                digest, fr = record_unrecognised(warehouse, Path(s["path"]), error, force)
+                result.files.append(fr)
+                if fr.status == "ingested":
+                    unreadable[digest] = fr
+                continue
             if s["hash"] in pending or (warehouse.manifest_entry(s["hash"]) and not force):
                 fr = FileResult(s["path"], s["format"], "unchanged", size_bytes=s["size"])
                 result.files.append(fr)
@@ -138,7 +148,8 @@ def ingest(
         total = sum(fr.size_bytes for fr in pending.values())
         if progress and total:
             progress(total, total)
-        write_manifests(warehouse, pending)
+        drop_duplicates(warehouse, pending)
+        write_manifests(warehouse, pending | unreadable)
     return result
 
 

@@ -44,6 +44,14 @@ class _OwningGzip(_GzipFile):
             self._raw.close()
 
 
+# Names a directory walk takes as input (files named explicitly are read whatever their name).
+CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".gz", ".zst")
+
+
+def looks_like_capture(path: Path) -> bool:
+    return path.suffix.lower() in CAPTURE_SUFFIXES
+
+
 def compression_of(path: Path) -> str | None:
     with path.open("rb") as fh:
         head = fh.read(4)
@@ -73,6 +81,16 @@ def open_counted(path: Path) -> tuple[IO[bytes], IO[bytes]]:
     return stream, raw
 
 
+def _line_format(lines: list[bytes]) -> str | None:
+    """The format of the first line that tells (the last may be cut short: still telling)."""
+    for line in lines:
+        if b'"resourceSpans"' in line[:4096]:
+            return "otlp_json"
+        if b'"schema_version"' in line:
+            return "capture_jsonl"
+    return None
+
+
 def detect_format(path: Path) -> str:
     """capture_jsonl, har or otlp_json, from the first bytes of content (not the extension)."""
     if not path.exists():
@@ -88,6 +106,11 @@ def detect_format(path: Path) -> str:
     if not text:
         return "capture_jsonl"  # an empty capture is valid: zero records
     if not text.startswith(b"{"):
+        # A damaged first line (a torn write, a stray log line) must not refuse the good lines
+        # after it: the line readers reject it, so look for a recognisable line further on.
+        later = _line_format(text.split(b"\n")[1:])
+        if later is not None:
+            return later
         raise InputError(
             f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
             hint="expected JSON (optionally gzip/zstd compressed)",
@@ -108,6 +131,9 @@ def detect_format(path: Path) -> str:
         return "har"
     if b'"request"' in first_line:
         return "capture_jsonl"
+    later = _line_format(text.split(b"\n")[1:])
+    if later is not None:
+        return later
     raise InputError(
         f"{path}: format not recognised",
         hint='capture JSONL lines have schema_version; HAR starts with {"log": ...}',

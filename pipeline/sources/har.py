@@ -227,7 +227,10 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     timings = entry.get("timings") or {}
     first_byte = sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
     total = entry.get("time")
-    status = response.get("status")
+    raw_status = response.get("status")
+    # No response (browsers export an aborted or blocked request with status 0 or without a
+    # `response`; mitmproxy writes status 0 for failed flows): interrupted, status unknown.
+    status = int(raw_status) if isinstance(raw_status, int) and raw_status > 0 else None
     return Exchange(
         source=source,
         index=index,
@@ -236,13 +239,13 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
         url=redact_url(url),
         request_headers=redact_headers(raw_headers),
         request_body=_content(request.get("postData")),
-        # mitmproxy writes status 0 for failed flows: no response arrived.
-        status=int(status) if isinstance(status, int) and status > 0 else None,
+        status=status,
         response_headers=redact_headers(_pairs(response.get("headers"))),
         response_body=_content(response.get("content")),
         account=account_of(raw_headers, url),
         first_byte_ms=first_byte if timings else None,
         end_ms=float(total) if isinstance(total, int | float) and total >= 0 else None,
+        capture_outcome=None if status is not None else "interrupted",
         capture_error=str(entry["_error"]) if entry.get("_error") else None,
     )
 
