@@ -43,7 +43,7 @@ SELECT conversation_id
 FROM cache_breaks
 WHERE cause <> 'cold_start'
 GROUP BY conversation_id
-ORDER BY sum(coalesce(tokens_lost, 0)) DESC, conversation_id
+ORDER BY sum(tokens_lost) DESC NULLS LAST, conversation_id
 LIMIT $n
 """
 
@@ -123,6 +123,17 @@ def _num(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
+def _lost(breaks: list[Turn]) -> str:
+    """A conversation's tokens lost: the sum of the known losses, and how many breaks had an
+    unknown one (counted, never summed as 0); `?` when none is known."""
+    known = [b.tokens_lost for b in breaks if b.tokens_lost is not None]
+    unknown = len(breaks) - len(known)
+    total = f"{sum(known):,}" if known or not unknown else "?"
+    if unknown:
+        total += f" ({unknown:,} {'break' if unknown == 1 else 'breaks'} with unknown loss)"
+    return total
+
+
 def render(turns: list[Turn], *, only_breaks: bool = False) -> str:
     """Plain-text timelines, one block per conversation."""
     lines: list[str] = []
@@ -130,10 +141,10 @@ def render(turns: list[Turn], *, only_breaks: bool = False) -> str:
     for t in turns:
         if t.conversation_id != current:
             current = t.conversation_id
-            lost = sum(x.tokens_lost or 0 for x in turns if x.conversation_id == current)
+            lost = _lost([x for x in turns if x.conversation_id == current and x.cause])
             agent = f" agent={t.agent}" if t.agent else ""
             lines.append("")
-            lines.append(f"conversation {current}{agent} model={t.model} tokens lost={lost:,}")
+            lines.append(f"conversation {current}{agent} model={t.model} tokens lost={lost}")
             lines.append(
                 f"{'turn':>5} {'request':<24} {'input':>9} {'read':>9} {'expected':>9} "
                 f"{'lost':>9}  cause / change"

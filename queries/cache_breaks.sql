@@ -10,6 +10,9 @@
 --   provider_miss (the rules allowed a read; the reported read is under half of it and at least
 --   256 tokens short). For a changed segment: the byte offset of the first difference inside it,
 --   a class of the changed text, and a short redacted excerpt (schemas/cache_breaks.json).
+--   tokens_lost is NULL (unknown) when this request's or its parent's input tokens are unknown
+--   (e.g. an interrupted stream) or neither the reported nor the expected read is; a cold
+--   start's is 0.
 WITH turns AS (
     SELECT
         c.request_id, c.conversation_id, c.turn, c.parent_request_id, c.agent, c.started_at,
@@ -272,13 +275,20 @@ final AS (
     SELECT
         b.request_id, b.conversation_id, b.turn, b.parent_request_id, b.started_at, b.agent,
         b.provider, b.model, b.account, b.cause,
+        -- unknown stays NULL: no loss is computed from a missing count (least and greatest
+        -- skip NULLs, so every operand is tested first). A cold start loses nothing whatever
+        -- its usage: there was nothing earlier to reuse. The read is the reported one, else the
+        -- one the rules allow (an estimate; below_minimum's is 0).
         CASE
             WHEN b.cause = 'cold_start' THEN 0
             WHEN b.cause = 'provider_miss' THEN b.expected_read_tokens - b.cache_read_tokens
-            WHEN b.cause = 'below_minimum' THEN b.live_tokens_est - coalesce(b.cache_read_tokens, 0)
+            WHEN b.cause = 'below_minimum'
+                THEN b.live_tokens_est - coalesce(b.cache_read_tokens, b.expected_read_tokens)
+            WHEN b.input_tokens IS NULL OR b.parent_input_tokens IS NULL
+                 OR coalesce(b.cache_read_tokens, b.expected_read_tokens) IS NULL THEN NULL
             ELSE greatest(
                 least(b.parent_input_tokens, b.input_tokens)
-                    - coalesce(b.cache_read_tokens, b.expected_read_tokens, 0),
+                    - coalesce(b.cache_read_tokens, b.expected_read_tokens),
                 0)
         END::BIGINT                                                     AS tokens_lost,
         b.input_tokens, b.cache_read_tokens, b.expected_read_tokens,

@@ -3,6 +3,8 @@
 -- output: the ten conversations per ISO week that lost the most tokens to cache breaks, with
 --   their agent, the cause that cost them most, and the diff excerpt of their costliest break
 --   (already redacted and short in cache_breaks). Cold starts cost nothing and are left out.
+--   tokens_lost sums the breaks whose loss is known; those with an unknown loss are counted
+--   beside it (breaks_tokens_unknown), never summed as 0.
 WITH source AS (
     SELECT *, date_trunc('week', (started_at AT TIME ZONE 'UTC')::DATE)::DATE AS week
     FROM cache_breaks
@@ -16,7 +18,9 @@ per_conversation AS (
         any_value(agent)                                AS agent,
         any_value(model)                                AS model,
         count(*)::BIGINT                                AS breaks,
-        coalesce(sum(tokens_lost), 0)::BIGINT           AS tokens_lost
+        sum(tokens_lost)::BIGINT                        AS tokens_lost,
+        count(*) FILTER (WHERE tokens_lost IS NULL)::BIGINT
+                                                        AS breaks_tokens_unknown
     FROM source
     GROUP BY week, conversation_id
 ),
@@ -43,13 +47,14 @@ final AS (
     SELECT
         p.week,
         row_number() OVER (
-            PARTITION BY p.week ORDER BY p.tokens_lost DESC, p.conversation_id
+            PARTITION BY p.week ORDER BY p.tokens_lost DESC NULLS LAST, p.conversation_id
         )::BIGINT                                       AS rank,
         p.conversation_id,
         p.agent,
         p.model,
         p.breaks,
         p.tokens_lost,
+        p.breaks_tokens_unknown,
         m.cause                                         AS main_cause,
         c.cause                                         AS costliest_cause,
         c.change_class,

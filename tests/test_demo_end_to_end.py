@@ -139,6 +139,7 @@ def test_summary_prints_cost_per_currency_and_counts_unpriced_requests(cli, demo
 
 
 def test_summary_of_an_empty_warehouse_says_to_ingest_first(cli, tmp_path) -> None:
+    (tmp_path / "nothing").mkdir()
     result = cli("summary", "-w", str(tmp_path / "nothing"))
     assert result.returncode == 0
     assert "requests:            0" in result.stdout

@@ -113,6 +113,8 @@ BREAKS = [
         "tool",
         "x",
     ),
+    # D's only break has an unknown loss (usage not reported): counted, never summed as 0.
+    ("d2", "D", 2, at("2026-11-26T08:00:00"), "bot", "m", "expired", None, None, None, None),
     # Next week: not in W48's rows.
     ("c1", "C", 1, at("2026-11-30T00:00:00"), "bot", "m", "cold_start", 0, None, None, None),
 ]
@@ -126,7 +128,7 @@ def test_break_causes_count_requests_tokens_and_conversations_per_week(con) -> N
     ).fetchall()
     assert got == [
         (W48, "cold_start", 2, 0, 0, 2),
-        (W48, "expired", 1, 700, 0, 1),
+        (W48, "expired", 2, 700, 1, 2),
         (W48, "system_changed", 2, 800, 0, 1),
         (W48, "tools_changed", 2, 900, 1, 1),
         (date(2026, 11, 30), "cold_start", 1, 0, 0, 1),
@@ -136,14 +138,17 @@ def test_break_causes_count_requests_tokens_and_conversations_per_week(con) -> N
 def test_top_breaks_rank_conversations_by_tokens_lost_with_their_costliest_excerpt(con) -> None:
     shadow(con, "cache_breaks", BREAK_COLUMNS, BREAKS)
     got = con.execute(
-        "SELECT rank, conversation_id, agent, breaks, tokens_lost, main_cause, costliest_cause,"
-        " change_class, costliest_turn, excerpt FROM report_top_breaks ORDER BY ALL"
+        "SELECT rank, conversation_id, agent, breaks, tokens_lost, breaks_tokens_unknown,"
+        " main_cause, costliest_cause, change_class, costliest_turn, excerpt"
+        " FROM report_top_breaks ORDER BY ALL"
     ).fetchall()
     # A: 300 + 500 + 700 = 1500 lost; system_changed (800) beats expired (700) as main cause,
-    # but the single costliest break is the expired one (700). B: 900 (+ one unknown).
+    # but the single costliest break is the expired one (700). B: 900 + one unknown. D: only
+    # an unknown loss: NULL (not 0), ranked after every known loss.
     assert got == [
-        (1, "A", "bot", 3, 1500, "system_changed", "expired", None, 4, None),
-        (2, "B", "ops", 2, 900, "tools_changed", "tools_changed", "reordered", 2, EVIL),
+        (1, "A", "bot", 3, 1500, 0, "system_changed", "expired", None, 4, None),
+        (2, "B", "ops", 2, 900, 1, "tools_changed", "tools_changed", "reordered", 2, EVIL),
+        (3, "D", "bot", 1, None, 1, "expired", "expired", None, 2, None),
     ]
 
 

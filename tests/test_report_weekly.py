@@ -201,6 +201,7 @@ def test_diff_excerpts_and_findings_render_as_text_in_their_tables() -> None:
         "model": "m",
         "breaks": 1,
         "tokens_lost": 5,
+        "breaks_tokens_unknown": 0,
         "main_cause": "tools_changed",
         "costliest_cause": "tools_changed",
         "change_class": "reordered",
@@ -239,3 +240,59 @@ def test_diff_excerpts_and_findings_render_as_text_in_their_tables() -> None:
     for section in (breaks.build(data), hygiene.build(data)):
         assert EVIL not in section.body_html
         assert f"<code>{escaped}</code>" in section.body_html
+
+
+def test_breaks_with_an_unknown_loss_are_counted_in_the_caption_and_tables_not_summed() -> None:
+    from pipeline.reports.data import WeekData
+    from pipeline.reports.sections import breaks, conversation_turns
+    from pipeline.reports.weeks import IsoWeek
+
+    causes = [
+        {
+            "week": "2026-11-23",
+            "cause": "system_changed",
+            "breaks": 3,
+            "tokens_lost": 900,
+            "breaks_tokens_unknown": 2,
+            "conversations": 1,
+        }
+    ]
+    top = [
+        {
+            "week": "2026-11-23",
+            "rank": 1,
+            "conversation_id": "A",
+            "agent": "bot",
+            "model": "m",
+            "breaks": 1,
+            "tokens_lost": None,
+            "breaks_tokens_unknown": 1,
+            "main_cause": "system_changed",
+            "costliest_cause": "system_changed",
+            "change_class": "timestamp",
+            "changed_kind": "system",
+            "costliest_turn": 2,
+            "excerpt": "x",
+        }
+    ]
+    section = breaks.build(
+        WeekData(
+            IsoWeek(date(2026, 11, 23)),
+            {"report_break_causes": causes, "report_top_breaks": top},
+        )
+    )
+    assert "2 breaks had an unknown loss" in section.caption
+    assert '<th class="num">Loss unknown</th>' in section.body_html
+    # the unknown sum is a dash, never 0; the count of unknown losses beside it
+    assert '<td class="num">\u2014</td><td class="num">1</td><td class="num">1</td>' in (
+        section.body_html
+    )
+
+    turn = {"input_tokens": 10, "read_tokens": 0, "miss_tokens": 10, "expected_read_tokens": 0}
+    turns = [
+        {**turn, "turn": 1, "cause": "cold_start", "tokens_lost": 0},
+        {**turn, "turn": 2, "cause": "system_changed", "tokens_lost": None},
+        {**turn, "turn": 3, "cause": "system_changed", "tokens_lost": 7},
+    ]
+    caption = conversation_turns.build(turns).caption
+    assert "2 cache breaks after the first. Tokens lost is unknown (\u2014) for 1 break" in caption

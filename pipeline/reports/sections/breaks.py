@@ -27,9 +27,17 @@ CAPTION = (
     " (sent uncached instead of read from cache) and the label how many requests it hit. A cold"
     " start (first turn of a conversation) costs nothing: there was nothing to reuse."
 )
+# appended to the caption when some losses are unknown (usage not reported, e.g. an
+# interrupted stream): those breaks are counted, never summed as 0
+UNKNOWN_CAPTION = (
+    " {breaks} had an unknown loss (a token count it needs was not reported, e.g. after an"
+    " interrupted stream): counted in the labels, not summed in the bars."
+)
+X_TITLE = "Tokens lost (sent uncached instead of read)"
 TOP_CAPTION = (
     "The conversations that lost the most tokens this week, with the cause that cost them most"
-    " and the excerpt of the change behind their costliest break."
+    " and the excerpt of the change behind their costliest break. Tokens lost sums the breaks"
+    " whose loss is known; Loss unknown counts the others."
 )
 TOP_COLUMNS = (
     Column("rank", "#", "int"),
@@ -37,6 +45,7 @@ TOP_COLUMNS = (
     Column("agent", "Agent"),
     Column("tokens_lost", "Tokens lost", "int"),
     Column("breaks", "Breaks", "int"),
+    Column("breaks_tokens_unknown", "Loss unknown", "int"),
     Column("main_cause", "Main cause"),
     Column("change_class", "Change"),
     Column("costliest_turn", "Turn", "int"),
@@ -49,23 +58,30 @@ def chart(rows: list[Row]) -> alt.LayerChart:
     y = alt.Y("cause:N", title="Primary cause", sort=order)
     base = alt.Chart(alt.InlineData(values=rows))
     bars = base.mark_bar(color="#e45756").encode(
-        x=alt.X("tokens_lost:Q", title="Tokens lost (sent uncached instead of read)"),
+        x=alt.X("tokens_lost:Q", title=X_TITLE),
         y=y,
         tooltip=[
             alt.Tooltip("cause:N", title="Cause"),
             alt.Tooltip("tokens_lost:Q", title="Tokens lost", format=","),
             alt.Tooltip("breaks:Q", title="Requests", format=","),
+            alt.Tooltip("breaks_tokens_unknown:Q", title="Loss unknown (requests)", format=","),
             alt.Tooltip("conversations:Q", title="Conversations", format=","),
         ],
     )
+    # a cause whose every loss is unknown has no bar: its label still shows, at 0
     labels = base.mark_text(align="left", dx=4, color="#333333").encode(
-        x=alt.X("tokens_lost:Q"),
+        x=alt.X("label_x:Q", title=X_TITLE),  # the same title: the layers share one axis
         y=y,
         text=alt.Text("breaks_label:N"),
     )
     result: alt.LayerChart = (
         alt.LayerChart(layer=[bars, labels])
-        .transform_calculate(breaks_label="format(datum.breaks, ',') + ' requests'")
+        .transform_calculate(
+            breaks_label="format(datum.breaks, ',') + ' requests'"
+            " + (datum.breaks_tokens_unknown > 0"
+            " ? ', ' + format(datum.breaks_tokens_unknown, ',') + ' with unknown loss' : '')",
+            label_x="datum.tokens_lost == null ? 0 : datum.tokens_lost",
+        )
         .properties(title=TITLE, width=520, height=max(CHART_HEIGHT // 2, 28 * len(rows)))
     )
     return result
@@ -82,7 +98,7 @@ def build(data: WeekData) -> Section:
     section.charts.append(Chart("breaks", spec(chart(rows))))
     unknown = sum(r["breaks_tokens_unknown"] for r in rows)
     if unknown:
-        section.caption += f" {count(unknown, 'break')} with unknown tokens lost are not summed."
+        section.caption += UNKNOWN_CAPTION.format(breaks=count(unknown, "break"))
     if reason := missing_reason(TOP_VIEW, VIEWS[TOP_VIEW]):
         section.body_html = f'<p class="note">not available: {reason}</p>'
     elif top := data.get(TOP_VIEW):

@@ -99,12 +99,17 @@ def chart(rows: list[Row]) -> alt.LayerChart:
 
 def build(rows: list[Row]) -> Section:
     breaks = sum(1 for r in rows if r["cause"] not in (None, "cold_start"))
-    section = Section(
-        "turns",
-        TITLE,
-        CAPTION + f" {count(len(rows), 'turn')}, {count(breaks, 'cache break')} after the first.",
-        body_html=table(COLUMNS, rows),
+    caption = (
+        CAPTION + f" {count(len(rows), 'turn')}, {count(breaks, 'cache break')} after the first."
     )
+    # counted, never shown as 0: a break whose loss needs a token count that was not reported
+    unknown = sum(1 for r in rows if r["cause"] is not None and r.get("tokens_lost") is None)
+    if unknown:
+        caption += (
+            f" Tokens lost is unknown (\u2014) for {count(unknown, 'break')}: a token count it"
+            " needs was not reported."
+        )
+    section = Section("turns", TITLE, caption, body_html=table(COLUMNS, rows))
     plotted = [r for r in rows if r["input_tokens"] is not None]
     if plotted:
         section.charts.append(PageChart("conversation-turns", spec(chart(plotted))))
