@@ -18,11 +18,13 @@ from pipeline.commands.options import (
     RulesOpt,
     WarehouseOpt,
     err,
+    existing_warehouse,
     sql_options,
 )
 from pipeline.engines import engine_from, master_from
 from pipeline.engines.options import EngineOpt, SparkMasterOpt
 from pipeline.errors import ExitCode, PipelineError
+from pipeline.sources import CAPTURE_SUFFIXES, looks_like_capture
 
 app = typer.Typer(
     name="cacheaudit",
@@ -54,12 +56,21 @@ def _root(
 
 
 def _expand(paths: list[Path]) -> list[Path]:
+    """Files named on the command line are taken as they are (the format is read from their
+    content); a directory contributes only files with a capture-like name, so a README or a
+    lock file beside the captures is not read as traffic."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out.extend(
-                sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
-            )
+            found = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            ignored = [f for f in found if not looks_like_capture(f)]
+            out.extend(f for f in found if looks_like_capture(f))
+            if ignored:
+                err(
+                    f"{p}: ignoring {len(ignored)} file(s) without a capture extension"
+                    f" ({', '.join(CAPTURE_SUFFIXES)}), e.g. {ignored[0].name};"
+                    " name them to ingest them"
+                )
         else:
             out.append(p)
     return out
@@ -96,9 +107,12 @@ def ingest(
 ) -> None:
     """Normalise captured exchanges into the warehouse.
 
-    Format is detected from content. Re-ingesting an unchanged file is a no-op. Unreadable
-    records go to the `rejects` table with the reason; everything else still lands. Prints
-    records read = accepted + rejected + skipped (skipped: not LLM API calls).
+    Format is detected from content. Re-ingesting an unchanged file is a no-op, and an
+    exchange already in the warehouse (same request id: a compressed or renamed copy, an
+    overlapping export) is skipped. Unreadable records, and files of the batch that are not
+    traffic, go to the `rejects` table with the reason; everything else still lands. A
+    directory is walked for capture-like names (.jsonl .ndjson .json .har .gz .zst). Prints
+    records read = accepted + rejected + skipped (skipped: not LLM API calls, or duplicates).
     """
     from pipeline.ingest import ingest as run_ingest
     from pipeline.warehouse import Warehouse
@@ -192,9 +206,9 @@ def sql(
     """
     from pipeline import output
     from pipeline import sql as sqlmod
-    from pipeline.warehouse import Warehouse
 
-    con = sqlmod.connect(Warehouse(warehouse), options=sql_options(prices, rules))
+    output.check(fmt, out)
+    con = sqlmod.connect(existing_warehouse(warehouse), options=sql_options(prices, rules))
     rel = sqlmod.run(con, query)
     rows = output.emit(rel, fmt, out)
     if out is not None:
@@ -207,9 +221,8 @@ def views(
 ) -> None:
     """List the views you can query, with their columns and types."""
     from pipeline import sql as sqlmod
-    from pipeline.warehouse import Warehouse
 
-    con = sqlmod.connect(Warehouse(warehouse), options=sql_options(prices, rules))
+    con = sqlmod.connect(existing_warehouse(warehouse), options=sql_options(prices, rules))
     for name, cols in sqlmod.views(con).items():
         typer.echo(name)
         for col, typ in cols:
@@ -223,9 +236,8 @@ def summary(
     """Headline numbers: requests, input tokens, token-weighted hit ratio, unknown usage, and
     cost, savings and what was left on the table per currency (unpriced requests counted)."""
     from pipeline import sql as sqlmod
-    from pipeline.warehouse import Warehouse
 
-    con = sqlmod.connect(Warehouse(warehouse), options=sql_options(prices, rules))
+    con = sqlmod.connect(existing_warehouse(warehouse), options=sql_options(prices, rules))
     rel = sqlmod.run(con, "SELECT * FROM headline")
     data = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
     ratio = data["hit_ratio"]
@@ -233,8 +245,14 @@ def summary(
         err(f"{warehouse} holds no requests yet: run `cacheaudit ingest FILE -w {warehouse}`")
     typer.echo(f"requests:            {data['requests']}")
     typer.echo(f"  usage unknown:     {data['requests_usage_unknown']}")
-    typer.echo(f"input tokens:        {data['input_tokens'] or 0}")
-    typer.echo(f"cache read tokens:   {data['cache_read_tokens'] or 0}")
+    # A NULL sum means no row had the value: unknown on every request, never 0.
+    typer.echo(
+        f"input tokens:        {_known_sum(data['input_tokens'], data['requests'], 'input')}"
+    )
+    read = _known_sum(
+        data["cache_read_tokens"], data["requests_excluded_from_ratio"], "input or cache read"
+    )
+    typer.echo(f"cache read tokens:   {read}")
     typer.echo(
         "hit ratio:           "
         + (f"{ratio:.1%}" if ratio is not None else "n/a")
@@ -260,6 +278,15 @@ def summary(
             f"  unpriced:          {unpriced['requests_unpriced']} requests"
             f" ({unpriced['unpriced_reasons']})"
         )
+
+
+def _known_sum(total: int | None, unknown_rows: int, what: str) -> str:
+    """A headline sum, or `unknown` with the number of requests it was unknown on."""
+    if total is not None:
+        return str(total)
+    if not unknown_rows:
+        return "n/a (no requests)"
+    return f"unknown ({unknown_rows} requests with {what} unknown)"
 
 
 @app.command()

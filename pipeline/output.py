@@ -49,13 +49,19 @@ def _json_default(value: Any) -> Any:
     raise TypeError
 
 
-def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
-    """Write a relation in `fmt`; returns the number of rows written."""
+def check(fmt: str, out_path: Path | None) -> None:
+    """Reject a format or format/--out pair `emit` cannot write, before any work is done."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")
+    if fmt == "parquet" and out_path is None:
+        raise UsageError("--format parquet needs --out FILE")
+
+
+def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
+    """Write a relation in `fmt`; returns the number of rows written."""
+    check(fmt, out_path)
     if fmt == "parquet":
-        if out_path is None:
-            raise UsageError("--format parquet needs --out FILE")
+        assert out_path is not None
         rel.write_parquet(str(out_path))
         return int(rel.aggregate("count(*)").fetchall()[0][0])
     columns = list(rel.columns)

@@ -34,3 +34,39 @@ def test_diagnose_names_a_missing_request_and_exits_not_found(tmp_path: Path, cl
     out = run_cli("diagnose", "-w", str(wh), "-r", "nope")
     assert out.returncode == 5
     assert "no request nope" in out.stderr
+
+
+def test_diagnose_sums_only_known_losses_and_counts_the_unknown_ones() -> None:
+    from pipeline.diagnose import Turn, render
+
+    def turn(conversation: str, n: int, cause: str | None, lost: int | None) -> Turn:
+        known = lost is not None or cause is None
+        return Turn(
+            conversation, n, f"{conversation}-{n}", None, "bot", "m",
+            1000 if known else None, 0 if known else None, 0 if known else None,
+            cause, lost, None, None, None, None,
+        )  # fmt: skip
+
+    text = render(
+        [
+            turn("A", 1, "cold_start", 0),
+            turn("A", 2, "system_changed", None),
+            turn("A", 3, "system_changed", 700),
+            turn("B", 2, "expired", None),  # no loss known at all: not 0
+        ]
+    )
+    lines = text.splitlines()
+    assert lines[0].endswith("tokens lost=700 (1 break with unknown loss)")
+    assert next(x for x in lines if x.startswith("conversation B")).endswith(
+        "tokens lost=? (1 break with unknown loss)"
+    )
+    assert "?  system_changed" in next(x for x in lines if "A-2" in x)
+
+
+def test_diagnose_rejects_worst_zero_as_a_usage_error(tmp_path: Path, cli: Any) -> None:
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(BREAKS / "cold_start.jsonl"), "-w", str(wh)).returncode == 0
+    out = cli("diagnose", "-w", str(wh), "--worst", "0")
+    assert out.returncode == 2
+    assert "--worst" in out.stderr
+    assert out.stdout == ""

@@ -23,6 +23,7 @@ import pytest
 
 from pipeline.errors import InputError, UsageError
 from pipeline.experiment import (
+    KEY_ENVS,
     ExperimentConfig,
     changed_document,
     key_from_env,
@@ -77,6 +78,28 @@ def test_the_key_comes_from_the_environment_and_only_loopback_may_go_without() -
     assert key_from_env({}, None, "http://127.0.0.1:8787") == (None, None)
     with pytest.raises(UsageError):
         key_from_env({"OPENAI_API_KEY": "k"}, "MY_KEY", "https://api.openai.com/v1")
+
+
+@pytest.mark.parametrize("key", [None, SECRET], ids=["no key", "key"])
+def test_running_without_an_api_key_warns_naming_the_variables_it_looked_for(
+    deepseek_url: str, tmp_path: Path, key: str | None
+) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    env: dict[str, str | None] = dict.fromkeys(KEY_ENVS)
+    env["CACHEAUDIT_API_KEY"] = key
+    args = ["experiment", "run", "--base-url", deepseek_url, "--model", "deepseek-chat"]
+    args += ["--document", str(DOCUMENT), "--repeats", "1", "--wait", "0"]
+    done = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "exp")], env=env)
+    assert done.exit_code == 0, done.output
+    warning = (
+        "warning: CACHEAUDIT_API_KEY / DEEPSEEK_API_KEY / OPENAI_API_KEY / ANTHROPIC_API_KEY"
+        " not set: sending requests without an API key"
+    )
+    assert (warning in done.stderr) == (key is None), done.stderr
+    assert "warning" not in done.stdout
 
 
 def test_the_plan_reproduces_deepseeks_pattern_through_capture_ingest_and_report(

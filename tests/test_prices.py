@@ -36,7 +36,28 @@ def test_check_explains_each_problem_with_file_and_line_and_exits_4(cli) -> None
     assert "error: 5 problem(s)" in result.stderr
 
 
+def test_a_bad_date_names_its_column_file_and_line(tmp_path: Path) -> None:
+    header = (FIXTURES / "bad.csv").read_text(encoding="utf-8").splitlines()[0]
+    table = tmp_path / "dates.csv"
+    table.write_text(
+        f"{header}\n"
+        "acme,acme-1,2025-13-01,,USD,,1.00,0.10,,,2.00,,\n"
+        "acme,acme-2,2025-01-01,2025-02-30T00:00Z,USD,,1.00,0.10,,,2.00,,\n"
+        "acme,acme-3,2025-01-01T10:00,,USD,,1.00,0.10,,,2.00,,\n",
+        encoding="utf-8",
+    )
+    problems = [str(p) for p in validate.check(loader.load([table]))]
+    assert problems == [
+        f"{table}:2: effective_from '2025-13-01' is not a date (YYYY-MM-DD) or a UTC time"
+        " (YYYY-MM-DDTHH:MMZ): month must be in 1..12",
+        f"{table}:3: effective_to '2025-02-30T00:00Z' is not a date (YYYY-MM-DD) or a UTC time"
+        " (YYYY-MM-DDTHH:MMZ): day is out of range for month",
+        f"{table}:4: effective_from '2025-01-01T10:00' has no zone; write it in UTC with a Z",
+    ]
+
+
 def test_a_sql_session_refuses_a_broken_price_file(cli, tmp_path: Path) -> None:
+    (tmp_path / "wh").mkdir()
     result = cli(
         "sql", "select 1", "-w", str(tmp_path / "wh"), "--prices", str(FIXTURES / "bad.csv")
     )

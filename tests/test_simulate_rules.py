@@ -9,6 +9,7 @@ config token and `<|user|>`.
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import orjson
@@ -353,3 +354,16 @@ def test_a_forced_tool_choice_returns_a_tool_call() -> None:
     choice = api.post("/v1/chat/completions", json=body).json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
     assert choice["message"]["tool_calls"][0]["function"]["name"] == "lookup"
+
+
+def test_serving_on_a_busy_port_is_a_one_line_network_error_naming_the_port_option(cli) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli("simulate", "serve", "--port", str(port))
+    assert result.returncode == 6, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+    assert lines[1].startswith("hint: ") and "--port" in lines[1]
+    assert len(lines) == 2  # no uvicorn log line, no "simulator on http://..." announcement

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.cookiejar
+import logging
 import signal
 import socket
 import sys
@@ -173,7 +174,11 @@ class CaptureProxy:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
-            await self._http(scope, receive, send)
+            # uvicorn cancels the exchanges still running when the shutdown grace time ends:
+            # `_http` has recorded them as interrupted; re-raised, uvicorn would print the
+            # cancellation as a traceback.
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._http(scope, receive, send)
         # websockets are not LLM API calls we record; uvicorn rejects them for us
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -229,6 +234,10 @@ class CaptureProxy:
             forward.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await forward
+            if rec.status is None:  # no response headers yet: the client gets an answer
+                body = _error_body("proxy_shutdown", "shut down before the upstream answered")
+                with contextlib.suppress(Exception):
+                    await _respond(send, 503, body)
             raise
         finally:
             watch.cancel()
@@ -347,6 +356,17 @@ async def _respond(send: Send, status: int, body: bytes) -> None:
 def bind(listen: str) -> socket.socket:
     """A listening socket for `listen`; failures become a NetworkError with a hint."""
     host, port = parse_listen(listen)
+    return listening_socket(
+        host,
+        port,
+        shown=listen,
+        hint="another process may use the port; pick another with --listen 127.0.0.1:PORT",
+    )
+
+
+def listening_socket(host: str, port: int, *, shown: str, hint: str) -> socket.socket:
+    """A TCP socket listening on host:port for uvicorn (`shown` names it in the error); a
+    failure to bind (port in use, address not here, no permission) is a NetworkError."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose proto
     # says TCP, and without it Nagle holds a small SSE chunk back ~40 ms behind delayed ACKs.
@@ -357,10 +377,7 @@ def bind(listen: str) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise NetworkError(
-            f"cannot listen on {listen}: {exc.strerror or exc}",
-            hint="another process may use the port; pick another with --listen 127.0.0.1:PORT",
-        ) from exc
+        raise NetworkError(f"cannot listen on {shown}: {exc.strerror or exc}", hint=hint) from exc
     sock.listen(1024)
     sock.set_inheritable(True)
     return sock
@@ -376,6 +393,37 @@ class _Server(uvicorn.Server):
             self.force_exit = True
         else:
             self.should_exit = True
+
+
+class _ShutdownLines(logging.Filter):
+    """On uvicorn's error logger while the server stops: its line about cancelling the
+    exchanges left when the grace time ends becomes one line of ours, and its complaint that
+    those exchanges returned without completing their response (on purpose: the client must
+    see a cut stream, not a clean end) is dropped. Other lines pass, as they do while serving."""
+
+    CUT_PREFIX = "Cancel "
+    UNFINISHED = (
+        "ASGI callable returned without completing response.",
+        "ASGI callable returned without starting response.",
+    )
+
+    def __init__(self, server: uvicorn.Server, log: Log) -> None:
+        super().__init__()
+        self.server = server
+        self.log = log
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.server.should_exit:
+            return True
+        msg = str(record.msg)
+        if msg.startswith(self.CUT_PREFIX) and "graceful shutdown" in msg:
+            count = record.args[0] if isinstance(record.args, tuple) and record.args else "the"
+            self.log(
+                f"capture: shutdown grace time over; cutting {count} exchange(s) still in"
+                " flight (recorded as interrupted)"
+            )
+            return False
+        return msg not in self.UNFINISHED
 
 
 def serve(
@@ -419,9 +467,13 @@ def serve(
             access_log=False,
         )
     )
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    shutdown_lines = _ShutdownLines(server, log)
+    uvicorn_log.addFilter(shutdown_lines)
     try:
         server.run(sockets=[sock])
     finally:
+        uvicorn_log.removeFilter(shutdown_lines)
         writer.close()
         sock.close()
     return sum(app.stats.outcomes.values())

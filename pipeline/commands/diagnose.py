@@ -22,7 +22,8 @@ def diagnose(
         typer.Option("--request", "-r", help="Show the conversation of this request (repeatable)."),
     ] = None,
     worst: Annotated[
-        int, typer.Option(help="Without -c/-r: the N conversations that lost most tokens.")
+        int,
+        typer.Option(help="Without -c/-r: the N conversations that lost most tokens.", min=1),
     ] = 3,
     breaks_only: Annotated[
         bool, typer.Option("--breaks-only", help="Print only the turns with a cache break.")

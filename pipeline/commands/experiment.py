@@ -59,7 +59,13 @@ def run(
     Writes OUT/experiment.json, OUT/results.jsonl and the capture in OUT/capture/. The API key
     is read from the environment only and is never written.
     """
-    from pipeline.experiment import ExperimentConfig, RequestResult, run_experiment
+    from pipeline.experiment import (
+        KEY_ENVS,
+        ExperimentConfig,
+        RequestResult,
+        key_from_env,
+        run_experiment,
+    )
 
     def show(r: RequestResult) -> None:
         read = "?" if r.cache_read_tokens is None else f"{r.cache_read_tokens:,}"
@@ -86,7 +92,15 @@ def run(
         timeout_s=timeout,
         api_key_env=key_env,
     )
-    summary = run_experiment(cfg, dict(os.environ), progress=show)
+    env = dict(os.environ)
+    key, _ = key_from_env(env, key_env, base_url)  # raises without a key, unless loopback
+    if key is None:
+        typer.echo(
+            f"warning: {' / '.join((key_env,) if key_env else KEY_ENVS)} not set: sending"
+            " requests without an API key (fine for the local simulator, which needs none)",
+            err=True,
+        )
+    summary = run_experiment(cfg, env, progress=show)
     typer.echo(
         f"run {summary.run_id}: {summary.requests} requests, {summary.failed} not ok -> {out}",
         err=True,

@@ -14,6 +14,7 @@ import typer
 
 if TYPE_CHECKING:
     from pipeline.sql import SqlOptions
+    from pipeline.warehouse import Warehouse
 
 WarehouseOpt = Annotated[
     Path,
@@ -48,6 +49,23 @@ def sql_options(prices: list[Path] | None, rules: list[Path] | None) -> SqlOptio
     from pipeline.sql import SqlOptions  # lazy: keeps duckdb out of `ingest` start-up
 
     return SqlOptions(prices_paths=tuple(prices or ()), rules_paths=tuple(rules or ()))
+
+
+def existing_warehouse(path: Path) -> Warehouse:
+    """The warehouse at `path` for a command that reads one; a missing path is an error, not an
+    empty result. An existing directory is accepted even when nothing was ingested yet."""
+    from pipeline.errors import NotFoundError
+    from pipeline.warehouse import Warehouse
+
+    elsewhere = "point --warehouse (or CACHEAUDIT_WAREHOUSE) at an existing warehouse directory"
+    if not path.exists():
+        raise NotFoundError(
+            f"no warehouse at {path}",
+            hint=f"create it with `cacheaudit ingest FILE... --warehouse {path}`, or {elsewhere}",
+        )
+    if not path.is_dir():
+        raise NotFoundError(f"{path} is not a directory, so not a warehouse", hint=elsewhere)
+    return Warehouse(path)
 
 
 def err(message: str) -> None:

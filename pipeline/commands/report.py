@@ -14,6 +14,7 @@ from pipeline.commands.options import (
     RulesOpt,
     WarehouseOpt,
     err,
+    existing_warehouse,
     sql_options,
 )
 
@@ -56,7 +57,6 @@ def weekly(
     each page written.
     """
     from pipeline.reports.weekly import WeekSelection, default_out_dir, generate_weekly
-    from pipeline.warehouse import Warehouse
 
     selection = WeekSelection(
         week=week,
@@ -65,7 +65,7 @@ def weekly(
         all_weeks=all_weeks,
     )
     result = generate_weekly(
-        Warehouse(warehouse),
+        existing_warehouse(warehouse),
         out or default_out_dir(),
         selection,
         options=sql_options(prices, rules),
@@ -88,10 +88,9 @@ def conversation(
     expected read, cache-break causes and diff excerpts. Prints the page's path."""
     from pipeline.reports.conversation import generate_conversation
     from pipeline.reports.weekly import default_out_dir
-    from pipeline.warehouse import Warehouse
 
     path = generate_conversation(
-        Warehouse(warehouse),
+        existing_warehouse(warehouse),
         out or default_out_dir(),
         conversation_id,
         options=sql_options(prices, rules),

@@ -25,7 +25,7 @@ def serve(
         str, typer.Option(help="Caching rules: deepseek, openai or anthropic.")
     ] = "deepseek",
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8787,
     build_delay: Annotated[
         float, typer.Option(help="DeepSeek: seconds before a persisted unit can be hit.")
     ] = 2.0,
@@ -75,7 +75,8 @@ def serve(
         prefill_ms_per_1k=prefill_ms_per_1k,
         chunk_ms=chunk_ms,
     )
-    typer.echo(
-        f"cacheaudit simulator ({rules} rules, no inference) on http://{host}:{port}", err=True
-    )
-    run_server(settings, host, port)
+
+    def listening(url: str) -> None:
+        typer.echo(f"cacheaudit simulator ({rules} rules, no inference) on {url}", err=True)
+
+    run_server(settings, host, port, on_listening=listening)

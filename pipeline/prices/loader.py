@@ -101,12 +101,25 @@ def parse_timestamp(text: str) -> datetime | None:
     text = text.strip()
     if not text:
         return None
-    if len(text) == 10:
-        return datetime.combine(date.fromisoformat(text), datetime.min.time(), tzinfo=UTC)
-    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), datetime.min.time(), tzinfo=UTC)
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(
+            f"{text!r} is not a date (YYYY-MM-DD) or a UTC time (YYYY-MM-DDTHH:MMZ): {exc}"
+        ) from None
     if value.tzinfo is None:
-        raise ValueError(f"timestamp {text!r} has no zone; write it in UTC with a Z")
+        raise ValueError(f"{text!r} has no zone; write it in UTC with a Z")
     return value.astimezone(UTC)
+
+
+def _timestamp(cells: dict[str, str], column: str) -> datetime | None:
+    """A timestamp cell; a bad one names its column (the caller adds file and line)."""
+    try:
+        return parse_timestamp(cells.get(column, ""))
+    except ValueError as exc:
+        raise ValueError(f"{column} {exc}") from None
 
 
 def _price(text: str) -> float | None:
@@ -200,8 +213,8 @@ def _price_row(place: Place, cells: dict[str, str]) -> PriceRow:
         place=place,
         provider=_required(cells, "provider").lower(),
         model=_required(cells, "model").lower(),
-        effective_from=parse_timestamp(cells.get("effective_from", "")),
-        effective_to=parse_timestamp(cells.get("effective_to", "")),
+        effective_from=_timestamp(cells, "effective_from"),
+        effective_to=_timestamp(cells, "effective_to"),
         currency=_required(cells, "currency").upper(),
         condition=parse_condition(cells.get("condition", "")),
         prices=prices,
@@ -216,8 +229,8 @@ def _alias_row(place: Place, cells: dict[str, str]) -> Alias:
         provider=_required(cells, "provider").lower(),
         alias=_required(cells, "alias").lower(),
         model=_required(cells, "model").lower(),
-        effective_from=parse_timestamp(cells.get("effective_from", "")),
-        effective_to=parse_timestamp(cells.get("effective_to", "")),
+        effective_from=_timestamp(cells, "effective_from"),
+        effective_to=_timestamp(cells, "effective_to"),
         note=cells.get("note", ""),
         source=cells.get("source", ""),
     )

@@ -381,10 +381,33 @@ class Simulator:
 # --- running it ----------------------------------------------------------------------------------
 
 
-def serve(settings: SimulatorSettings, host: str, port: int) -> None:
+def serve(
+    settings: SimulatorSettings,
+    host: str,
+    port: int,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until Ctrl-C. The port is bound first, so a busy port is a NetworkError (a one-line
+    error) rather than uvicorn's log line; `on_listening` gets the base URL once bound."""
     import uvicorn
 
-    uvicorn.run(Simulator(settings).app(), host=host, port=port, log_level="warning")
+    from pipeline.capture.proxy import listening_socket
+
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    sock = listening_socket(
+        host,
+        port,
+        shown=shown,
+        hint="another process may use the port; pick another with --port",
+    )
+    try:
+        if on_listening is not None:
+            bound = sock.getsockname()[1]
+            on_listening(f"http://{shown.rsplit(':', 1)[0]}:{bound}")
+        config = uvicorn.Config(Simulator(settings).app(), log_level="warning")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @contextlib.contextmanager
