@@ -45,3 +45,14 @@ def test_the_table_names_the_fields_that_matter() -> None:
         "`gen_ai.usage.cache_read.input_tokens`",
     ):
         assert needle in text
+
+
+def test_the_chat_completions_section_states_the_assumed_prompt_order() -> None:
+    text = render_markdown(all_maps())
+    start = text.index("## OpenAI Chat Completions")
+    section = text[start : text.index("\n## ", start + 1)]
+    assert "tool definitions, then the response_format schema, then the messages in order" in (
+        section
+    )
+    assert "OpenAI does not document where tools sit in the rendered prompt" in section
+    assert section.index("Prompt order") < section.index("| column | from |")

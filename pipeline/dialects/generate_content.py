@@ -60,7 +60,6 @@ USAGE_MAP = DialectMap(
     notes=(
         "proto3 JSON omits zero counts: a field missing from a present usageMetadata is 0; a "
         "missing usageMetadata leaves every column NULL.",
-        "Segments (assumed order): cachedContent, tools, systemInstruction, contents.",
     ),
 )
 

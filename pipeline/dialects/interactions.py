@@ -47,7 +47,6 @@ USAGE_MAP = DialectMap(
         "reasoning_tokens": first(src("total_thought_tokens")),
         "reported_cost": never("Google returns no cost"),
     },
-    notes=("Segments (assumed order): tools, system_instruction, input turns.",),
 )
 
 
