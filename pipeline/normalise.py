@@ -247,6 +247,7 @@ def build(
         kinds, roles, data = segments
     digests, prefixes = hash_chain(data)
     usage = response.usage or Usage()
+    passes = usage.pass_prompt_tokens
     if timing is None:
         first_reasoning, first_text = _arrival_ms(
             exchange, (response.first_reasoning_at, response.first_text_at), stream
@@ -277,6 +278,8 @@ def build(
         "output_tokens": usage.output_tokens,
         "reasoning_tokens": usage.reasoning_tokens,
         "reported_cost": usage.reported_cost,
+        "largest_pass_prompt_tokens": max(passes) if passes else None,
+        "smallest_pass_prompt_tokens": min(passes) if passes else None,
         "ttfb_ms": exchange.first_byte_ms,
         "first_reasoning_ms": timing[0],
         "ttft_ms": timing[1],

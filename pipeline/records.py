@@ -51,6 +51,9 @@ class Usage:
     output_tokens: int | None = None  # reasoning included
     reasoning_tokens: int | None = None
     reported_cost: float | None = None
+    # The whole prompt (input + cache) of each sampling pass when one response made several
+    # (Anthropic compaction): a long-context price tier is chosen per pass, not on the sum.
+    pass_prompt_tokens: list[int] | None = None
     semantics: str = ""  # how the raw fields were read, e.g. "openai_inclusive"
     raw: Any = None  # the provider's usage object verbatim
 

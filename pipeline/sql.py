@@ -119,6 +119,13 @@ def _register_raw(con: duckdb.DuckDBPyConnection, wh: Warehouse, table: str) -> 
             f"SELECT * FROM read_parquet($files, {options})",
             params={"files": [str(f) for f in files]},
         )
+        # A warehouse written by an older version lacks the columns added since: they read as
+        # NULL (unknown), as Spark does with its explicit schema, instead of breaking every view.
+        missing = [c for c in spec.columns if c.name not in rel.columns]
+        if missing:
+            rel = rel.select(
+                "*, " + ", ".join(f"CAST(NULL AS {c.type}) AS {_quoted(c.name)}" for c in missing)
+            )
         rel.create_view(view)
         return
     cols = ", ".join(f"{_quoted(c.name)} {c.type}" for c in spec.columns)

@@ -5,12 +5,16 @@
 --   unpriced_reason, never 0. A cost the provider reported (OpenRouter) wins and is labelled.
 --   Buckets: uncached input at the miss price, cache read at the hit price, 5m writes
 --   (cache_write - cache_write_1h; or the provider's single write price), 1h writes, output.
+--   A long-context tier is chosen from the whole prompt of each sampling pass (the largest,
+--   for a compacted response); passes on both sides of a threshold leave the request unpriced.
 WITH source AS (
     SELECT
         row_number() OVER ()            AS req_key,
         request_id, started_at, provider, model,
         input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
-        uncached_input_tokens, output_tokens, reported_cost,
+        uncached_input_tokens, output_tokens, reported_cost, cache_ttls,
+        coalesce(largest_pass_prompt_tokens, input_tokens)              AS tier_prompt_tokens,
+        smallest_pass_prompt_tokens,
         lower(model)                    AS model_lc,
         started_at AT TIME ZONE 'UTC'   AS utc_wall
     FROM requests
@@ -87,7 +91,7 @@ chosen AS (
         ON w.row_id = f.row_id
         AND r.utc_second >= w.start_second
         AND r.utc_second < w.end_second
-    WHERE (f.min_prompt_tokens IS NULL OR r.input_tokens >= f.min_prompt_tokens)
+    WHERE (f.min_prompt_tokens IS NULL OR r.tier_prompt_tokens >= f.min_prompt_tokens)
         AND (f.weekdays IS NULL OR list_contains(f.weekdays, r.utc_weekday))
         AND (NOT f.has_time_window OR w.row_id IS NOT NULL)
     QUALIFY row_number() OVER (
@@ -114,11 +118,32 @@ priced AS (
             SELECT 1 FROM price_rows_source AS k
             WHERE k.provider = r.lookup_provider AND r.price_model GLOB k.model
         )                               AS model_known,
-        r.cache_write_tokens - coalesce(r.cache_write_1h_tokens, 0)     AS w5m_tokens,
-        CASE WHEN r.cache_write_tokens IS NOT NULL
-             THEN coalesce(r.cache_write_1h_tokens, 0) END              AS w1h_tokens
+        -- A compacted response whose passes fall on both sides of the row's threshold: each
+        -- pass has its own rate, which one row cannot express.
+        coalesce(c.min_prompt_tokens > r.smallest_pass_prompt_tokens, false)
+                                                                        AS tiers_split
     FROM resolved AS r
     LEFT JOIN chosen AS c USING (req_key)
+),
+
+-- The 1h part of the writes. Unreported split (a stream's last delta without the breakdown, a
+-- Bedrock fallback): the request's own breakpoints decide when they all have one lifetime;
+-- a mix leaves it unknown (NULL), never 0. No split in the dialect: every write is "5m".
+write_split AS (
+    SELECT
+        *,
+        CASE WHEN cache_write_tokens IS NULL THEN NULL
+             WHEN cache_write_1h_tokens IS NOT NULL THEN cache_write_1h_tokens
+             WHEN cache_write_tokens = 0 THEN 0
+             WHEN NOT coalesce(list_contains(cache_ttls, '1h'), false) THEN 0
+             WHEN NOT list_contains(cache_ttls, '5m') THEN cache_write_tokens
+        END                                                             AS w1h_tokens
+    FROM priced
+),
+
+split AS (
+    SELECT *, cache_write_tokens - w1h_tokens AS w5m_tokens
+    FROM write_split
 ),
 
 -- tokens x price per million; 0 tokens cost 0 even without a price; no row -> NULL.
@@ -137,7 +162,7 @@ buckets AS (
              ELSE output_tokens * p_out / 1e6 END                       AS c_out,
         CASE WHEN NOT has_row THEN NULL WHEN input_tokens = 0 THEN 0::DOUBLE
              ELSE input_tokens * p_miss / 1e6 END                       AS c_all_miss
-    FROM priced
+    FROM split
 ),
 
 computed AS (
@@ -145,17 +170,20 @@ computed AS (
         *,
         -- Unreported writes (DeepSeek, Gemini, older OpenAI) are already inside the uncached
         -- bucket (requests.uncached_input_tokens counts them as none), so they add nothing.
-        c_unc + c_read
+        CASE WHEN NOT tiers_split THEN
+            c_unc + c_read
             + CASE WHEN cache_write_tokens IS NULL THEN 0::DOUBLE ELSE c_w5m + c_w1h END
-            + c_out                                                     AS cost_computed,
-        c_all_miss + c_out                                              AS cost_no_cache_computed,
+            + c_out END                                                 AS cost_computed,
+        CASE WHEN NOT tiers_split THEN c_all_miss + c_out END           AS cost_no_cache_computed,
         CASE
             WHEN input_tokens IS NULL THEN 'usage_unknown'
             WHEN cache_read_tokens IS NULL THEN 'cache_read_unknown'
             WHEN output_tokens IS NULL THEN 'output_unknown'
+            WHEN cache_write_tokens IS NOT NULL AND w1h_tokens IS NULL THEN 'cache_write_ttl_unknown'
             WHEN model IS NULL THEN 'model_unknown'
             WHEN NOT has_row AND model_known THEN 'no_price_at_time'
             WHEN NOT has_row THEN 'no_price_for_model'
+            WHEN tiers_split THEN 'passes_in_different_price_tiers'
             WHEN c_unc IS NULL THEN 'no_price_for_uncached_input'
             WHEN c_read IS NULL THEN 'no_price_for_cache_read'
             WHEN cache_write_tokens IS NOT NULL AND c_w5m IS NULL THEN 'no_price_for_cache_write_5m'

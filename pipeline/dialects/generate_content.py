@@ -60,6 +60,9 @@ USAGE_MAP = DialectMap(
     notes=(
         "proto3 JSON omits zero counts: a field missing from a present usageMetadata is 0; a "
         "missing usageMetadata leaves every column NULL.",
+        "`toolUsePromptTokenCount` (the prompts of server-side tools such as search grounding "
+        "or code execution; inside `totalTokenCount`) is in no column: how it is billed is not "
+        "established, so it is neither added to input_tokens nor priced. It stays in raw_usage.",
     ),
 )
 

@@ -61,7 +61,9 @@ USAGE_MAP = DialectMap(
     },
     notes=(
         "Compaction: when `usage.iterations[]` is present every column is the SUM over the "
-        "iterations (the top-level fields describe only the last one; each iteration is billed).",
+        "iterations (the top-level fields describe only the last one; each iteration is billed). "
+        "Each iteration's whole prompt is kept (largest/smallest_pass_prompt_tokens): a "
+        "long-context price tier applies per pass, not to the sum.",
         "A stream cut before its final `message_delta` keeps message_start's input and cache "
         "counts; output_tokens is then NULL (message_start's value is a placeholder).",
         "Segments: tools, then system blocks, then messages; `cache_control` positions are "
@@ -138,6 +140,25 @@ def _sum_iterations(iterations: list[Any]) -> dict[str, Any]:
     return out
 
 
+def _pass_prompts(iterations: list[Any]) -> list[int] | None:
+    """Each iteration's whole prompt (input + cache writes + cache reads, as for the request),
+    or None when one of them is not known: the price tier of a pass depends on its own prompt."""
+    prompts: list[int] = []
+    for item in iterations:
+        if not isinstance(item, dict):
+            return None
+        # Absent cache counts are 0, as in USAGE_MAP; an absent input count is unknown.
+        parts = [
+            item.get("input_tokens"),
+            item.get("cache_creation_input_tokens", 0),
+            item.get("cache_read_input_tokens", 0),
+        ]
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in parts):
+            return None
+        prompts.append(sum(parts))
+    return prompts
+
+
 def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
     if not isinstance(raw, dict):
         return None
@@ -146,6 +167,7 @@ def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
         usage = read_usage(_sum_iterations(iterations), USAGE_MAP)
         if usage is not None:
             usage.raw = raw
+            usage.pass_prompt_tokens = _pass_prompts(iterations)
         return usage
     return read_usage(raw, USAGE_MAP)
 
