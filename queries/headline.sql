@@ -1,7 +1,9 @@
 -- name: headline
 -- inputs: requests
 -- output: one row of headline numbers over the whole warehouse. Hit ratio is token-weighted,
---   sum(cache read) / sum(input), over rows where both are known; the rows left out are counted.
+--   sum(cache read) / sum(input), over rows where both are known; the rows left out are counted,
+--   and so are the rows left out of the output sum (output unknown, e.g. a stream cut after the
+--   input counts arrived).
 WITH source AS (
     SELECT * FROM requests
 ),
@@ -30,6 +32,7 @@ final AS (
         count(*) FILTER (WHERE input_tokens IS NULL OR cache_read_tokens IS NULL)
                                                                 AS requests_excluded_from_ratio,
         sum(output_tokens)::BIGINT                              AS output_tokens,
+        count(*) FILTER (WHERE output_tokens IS NULL)           AS requests_output_unknown,
         min(started_at)                                         AS first_request_at,
         max(started_at)                                         AS last_request_at
     FROM source

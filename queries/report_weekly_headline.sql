@@ -2,7 +2,8 @@
 -- inputs: requests
 -- output: one row per ISO week (week = its Monday, UTC) with the weekly report's headline token
 --   numbers. Hit ratio is token-weighted over rows where input and read are both known; the
---   rows left out, and the rows whose usage was not reported, are counted.
+--   rows left out, the rows whose usage was not reported, and the rows left out of the output
+--   sum (output unknown), are counted.
 WITH source AS (
     SELECT *, date_trunc('week', day)::DATE AS week FROM requests
 ),
@@ -28,6 +29,7 @@ final AS (
             WHERE input_tokens IS NULL OR cache_read_tokens IS NULL)::BIGINT
                                                                             AS requests_excluded_from_ratio,
         sum(output_tokens)::BIGINT                                          AS output_tokens,
+        count(*) FILTER (WHERE output_tokens IS NULL)::BIGINT               AS requests_output_unknown,
         min(day)                                                            AS first_day,
         max(day)                                                            AS last_day,
         count(DISTINCT day)::BIGINT                                         AS days_with_data

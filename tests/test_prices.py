@@ -73,6 +73,57 @@ def test_show_picks_the_offpeak_row_at_night_in_march_2025(cli) -> None:
     assert "deepseek.csv:8" in used[0] and "0.135" in used[0]
 
 
+def _tiered_table(tmp_path: Path, *conditions: str) -> Path:
+    header = (FIXTURES / "bad.csv").read_text(encoding="utf-8").splitlines()[0]
+    rows = [f"acme,acme-1,2025-01-01T00:00Z,,USD,{c},1.00,0.10,,,2.00,,x" for c in conditions]
+    table = tmp_path / "tiers.csv"
+    table.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return table
+
+
+def test_show_without_prompt_tokens_says_the_used_row_depends_on_the_prompt_size(
+    cli, tmp_path: Path
+) -> None:
+    table = _tiered_table(tmp_path, "", "prompt_tokens>1000")
+    args = ("prices", "show", "acme-1", "--at", "2025-06-01T00:00Z", "--prices", str(table))
+    result = cli(*args)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    marked = [(x[0], "prompt_tokens>1000" in x) for x in lines if x.startswith(("* ", "? "))]
+    assert marked == [("?", True), ("*", False)]  # best first: the tier, then the base row
+    assert any(
+        line.startswith("?: used instead of * when the whole prompt reaches its prompt_tokens")
+        and "pass --prompt-tokens N" in line
+        for line in lines
+    )
+    # With the prompt size the choice is made: one row, no caveat.
+    sized = cli(*args, "--prompt-tokens", "5000").stdout.splitlines()
+    marked = [(x[0], "prompt_tokens>1000" in x) for x in sized if x.startswith(("* ", "? "))]
+    assert marked == [("*", True)]
+    assert not any("--prompt-tokens" in line for line in sized)
+
+
+def test_check_refuses_a_condition_with_two_prompt_tokens_clauses_naming_file_and_line(
+    cli, tmp_path: Path
+) -> None:
+    table = _tiered_table(tmp_path, "", "prompt_tokens>100; prompt_tokens>=50")
+    result = cli("prices", "check", "--prices", str(table))
+    assert result.returncode == 4
+    assert result.stderr.splitlines()[0] == (
+        f"{table}:3: condition 'prompt_tokens>100; prompt_tokens>=50' has two prompt_tokens"
+        " clauses; write one (one threshold per row; a tier above it is a row of its own)"
+    )
+    assert "error: 1 problem(s)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text", ["utc_time=00:00-08:00; utc_time=16:30-24:00", "weekday=mon; weekday=sat-sun"]
+)
+def test_a_condition_repeating_a_clause_kind_is_refused_not_overwritten(text: str) -> None:
+    with pytest.raises(ConditionError, match="has two"):
+        parse_condition(text)
+
+
 def test_show_says_a_retired_alias_has_no_price(cli) -> None:
     result = cli("prices", "show", "deepseek-chat", "--at", "2026-11-16T08:00Z")
     assert result.returncode == 4
@@ -162,3 +213,10 @@ def test_every_shipped_row_names_a_source() -> None:
     for alias in tables.aliases:
         assert alias.source, alias.place.row_id
     assert validate.check(tables) == []
+
+
+def test_list_with_no_matching_rows_names_the_providers_that_have_rows(cli) -> None:
+    result = cli("prices", "list", "--provider", "nosuch")
+    assert result.returncode == 0
+    assert "no price rows match (provider=nosuch" in result.stderr
+    assert "anthropic, deepseek, google, openai" in result.stderr

@@ -46,6 +46,18 @@ def test_the_weekly_page_shows_the_headline_numbers_of_that_week_only(wh, tmp_pa
     assert "2026-12-01 09:00:00 UTC" in html
 
 
+def test_the_output_tile_counts_the_requests_whose_output_is_unknown(tmp_path) -> None:
+    # r7 reported its input but its stream was cut before the output count arrived.
+    cut = request("r7", "2026-11-26T10:00:00", "anthropic", "claude-sonnet-4-5", 1200, 0,
+                  output=None)  # fmt: skip
+    wh = write_requests(tmp_path / "wh", [*ROWS, cut])
+    html = week_page(wh, tmp_path / "out")
+    # r1..r4: 50 + 20 + 10 + 30; r5 (no usage) and r7 (cut) left out.
+    assert '<div class="label">Output tokens</div><div class="value">110</div>' in html
+    assert "reasoning included; 2 requests with unknown output left out" in html
+    assert '<div class="label">Usage unknown</div><div class="value">1</div>' in html
+
+
 def test_a_model_name_with_a_script_tag_renders_as_text_everywhere(wh, tmp_path) -> None:
     html = week_page(wh, tmp_path / "out")
     assert EVIL not in html

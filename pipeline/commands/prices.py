@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pipeline.commands.options import err
 from pipeline.errors import DataError, UsageError
 
 PricesOpt = Annotated[
@@ -97,6 +98,13 @@ def register(app: typer.Typer) -> None:
             if (provider is None or r.provider == provider.lower())
             and (model is None or model.lower() in r.model)
         ]
+        if not rows:
+            # An empty table alone reads as "free" or "broken": say what exists instead.
+            providers = sorted({r.provider for r in loaded.prices})
+            err(
+                f"no price rows match (provider={provider}, model={model}); providers with rows:"
+                f" {', '.join(providers)}. Add yours with --prices FILE.csv"
+            )
         if fmt == "table":
             output.write_table(list(_LIST_COLUMNS), rows, _stdout())
         else:
@@ -118,7 +126,11 @@ def register(app: typer.Typer) -> None:
         ] = None,
         prices: PricesOpt = None,
     ) -> None:
-        """The price row(s) in force for MODEL at an instant, and which one a request would use."""
+        """The price row(s) in force for MODEL at an instant, and which one a request would use.
+
+        `*` marks that row; without --prompt-tokens, `?` marks a row that takes over when the
+        whole prompt reaches its prompt_tokens threshold.
+        """
         from pipeline import output
         from pipeline.prices import resolve
         from pipeline.prices import tables as price_tables
@@ -140,10 +152,25 @@ def register(app: typer.Typer) -> None:
             )
             typer.echo(f"{res.provider}/{res.model}{alias} at {when:%Y-%m-%dT%H:%M:%SZ}")
             picked = resolve.pick(loaded, res, when, prompt_tokens)
-            cells = [("*" if picked is row else "", *_row_cells(row)) for row in rows]
+            by_size = _rows_by_prompt_size(rows, picked, when, prompt_tokens)
+            cells = [
+                ("*" if picked is row else "?" if row in by_size else "", *_row_cells(row))
+                for row in rows
+            ]
             output.write_table(["used", *_LIST_COLUMNS], cells, _stdout())
+            if by_size:
+                typer.echo(
+                    "?: used" + (" instead of *" if picked else "") + " when the whole prompt"
+                    " reaches its prompt_tokens threshold: the row depends on the prompt size"
+                    " (pass --prompt-tokens N)"
+                )
             if picked is None:
-                typer.echo("no row applies: a request at this instant is unpriced")
+                typer.echo(
+                    "no row applies to a prompt under the thresholds: such a request at this"
+                    " instant is unpriced"
+                    if by_size
+                    else "no row applies: a request at this instant is unpriced"
+                )
             for row in rows:
                 if row.notes:
                     typer.echo(f"  {row.place.row_id}: {row.notes}")
@@ -170,6 +197,17 @@ def register(app: typer.Typer) -> None:
             f" {len(loaded.prefixes)} gateway prefixes in {len(loaded.files)} files;"
             f" digest {loaded.digest()}"
         )
+
+
+def _rows_by_prompt_size(
+    rows: list[Any], picked: Any, when: datetime, prompt_tokens: int | None
+) -> list[Any]:
+    """Without --prompt-tokens: the rows ranked before the picked one (best first) that a
+    request would use instead if its prompt reached their prompt_tokens threshold."""
+    if prompt_tokens is not None:
+        return []
+    before = rows[: rows.index(picked)] if picked is not None else rows
+    return [row for row in before if row.condition.holds(when, None) is None]
 
 
 def _providers_for(loaded: Any, model: str) -> list[str]:

@@ -52,6 +52,12 @@ CURRENCY_PREFERENCE = ("USD", "CNY")
 _DAYS = {"mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6, "sun": 7}
 _CLOCK = re.compile(r"^(\d{2}):(\d{2})$")
 _PROMPT = re.compile(r"^prompt_tokens\s*(>=|>)\s*(\d+)$")
+# One clause per kind; how to say several things with one clause.
+_KINDS = {
+    "utc_time": "several windows go in one clause: utc_time=00:00-08:00,16:30-24:00",
+    "weekday": "several days go in one clause: weekday=mon,wed,sat-sun",
+    "prompt_tokens": "one threshold per row; a tier above it is a row of its own",
+}
 
 
 class ConditionError(ValueError):
@@ -133,9 +139,17 @@ def parse_condition(text: str) -> Condition:
     windows: tuple[tuple[int, int], ...] = ()
     weekdays: tuple[int, ...] = ()
     min_prompt: int | None = None
+    seen: set[str] = set()
     for clause in (c.strip() for c in text.split(";")):
         if not clause:
             continue
+        # A second clause of one kind would silently replace the first: refuse it.
+        kind = re.split(r"[\s=<>]", clause, maxsplit=1)[0]
+        if kind in seen and kind in _KINDS:
+            raise ConditionError(
+                f"condition {text!r} has two {kind} clauses; write one ({_KINDS[kind]})"
+            )
+        seen.add(kind)
         if clause.startswith("utc_time="):
             windows = _windows(clause.removeprefix("utc_time="))
         elif clause.startswith("weekday="):

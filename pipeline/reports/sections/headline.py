@@ -45,6 +45,12 @@ def _token_cards(row: Row) -> list[str]:
             f" {count(excluded, 'request')} left out",
         ),
         _card(
+            "Output tokens",
+            fmt(row["output_tokens"], "int"),
+            f"reasoning included; {count(row['requests_output_unknown'], 'request')}"
+            " with unknown output left out",
+        ),
+        _card(
             "Usage unknown",
             fmt(row["requests_usage_unknown"], "int"),
             "requests whose provider reported no usage",
