@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -233,8 +233,12 @@ def views(
 def summary(
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE, prices: PricesOpt = None, rules: RulesOpt = None
 ) -> None:
-    """Headline numbers: requests, input tokens, token-weighted hit ratio, unknown usage, and
-    cost, savings and what was left on the table per currency (unpriced requests counted)."""
+    """Headline numbers: requests, tokens, hit ratio, cost, savings, left on the table.
+
+    Input and output tokens and the token-weighted hit ratio, each with the requests it leaves
+    out as unknown; cost, savings and what was left on the table per currency, with the unpriced
+    requests and the priced ones whose savings or left on the table are unknown counted.
+    """
     from pipeline import sql as sqlmod
 
     con = sqlmod.connect(existing_warehouse(warehouse), options=sql_options(prices, rules))
@@ -259,6 +263,11 @@ def summary(
         + f" (token-weighted; {data['requests_excluded_from_ratio']} requests with unknown"
         " input or read excluded)"
     )
+    output_unknown = data["requests_output_unknown"]
+    output_line = _known_sum(data["output_tokens"], output_unknown, "output")
+    if data["output_tokens"] is not None and output_unknown:
+        output_line += f" ({output_unknown} requests with unknown output excluded)"
+    typer.echo(f"output tokens:       {output_line}")
     costs = sqlmod.run(con, "SELECT * FROM cost_summary ORDER BY currency NULLS LAST")
     unpriced = None
     for values in costs.fetchall():
@@ -267,17 +276,35 @@ def summary(
         if row["currency"] is None:
             continue
         typer.echo(
-            f"cost ({row['currency']}):          {row['cost_total']:.4f}"
-            f"  saved by caching {row['savings']:.4f}"
-            "  left on the table "
-            + (f"{row['left_on_table']:.4f}" if row["left_on_table"] is not None else "n/a")
-            + f"  ({row['requests']} requests priced)"
+            f"cost ({row['currency']}):          {_amount(row['cost_total'])}"
+            f"  saved by caching {_amount(row['savings'])}"
+            f"  left on the table {_amount(row['left_on_table'])}"
+            f"  ({_priced_note(row)})"
         )
     if unpriced is not None and unpriced["requests_unpriced"]:
         typer.echo(
             f"  unpriced:          {unpriced['requests_unpriced']} requests"
             f" ({unpriced['unpriced_reasons']})"
         )
+
+
+def _amount(value: float | None) -> str:
+    """A money sum over the priced requests; NULL when it was unknown on every one of them."""
+    return "unknown" if value is None else f"{value:.4f}"
+
+
+def _priced_note(row: dict[str, Any]) -> str:
+    """`N requests priced`, and how many of them the savings and left-on-the-table sums leave
+    out because their value is unknown (only when some are)."""
+    unknown = [
+        f"{what} unknown for {n}"
+        for what, n in (
+            ("savings", row["requests_savings_unknown"]),
+            ("left on the table", row["requests_ideal_unknown"]),
+        )
+        if n
+    ]
+    return "; ".join([f"{row['requests']} requests priced", *unknown])
 
 
 def _known_sum(total: int | None, unknown_rows: int, what: str) -> str:
@@ -327,6 +354,11 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("CACHEAUDIT_DEBUG"):
             raise
+        if isinstance(exc, OSError) and exc.filename:
+            # A path the user gave (or a full disk), not a bug: say which path and why.
+            err(f"error: cannot use {exc.filename}: {exc.strerror or exc}")
+            err("hint: check that the path exists where it should and that you may write there")
+            sys.exit(int(ExitCode.USAGE))
         err(f"internal error: {type(exc).__name__}: {exc}")
         err("hint: this is a bug; rerun with CACHEAUDIT_DEBUG=1 for the traceback")
         sys.exit(int(ExitCode.BUG))

@@ -94,10 +94,12 @@ def timeline(
     if wanted_requests:
         rows = sql.run(
             con,
-            "SELECT DISTINCT conversation_id FROM conversations "
+            "SELECT conversation_id, request_id FROM conversations "
             "WHERE request_id IN (SELECT unnest($r::VARCHAR[]))",
             {"r": wanted_requests},
         ).fetchall()
+        order = {rid: i for i, rid in enumerate(wanted_requests)}
+        rows.sort(key=lambda r: order[r[1]])
         if not rows:
             raise NotFoundError(
                 f"no request {', '.join(wanted_requests)}",
@@ -110,6 +112,9 @@ def timeline(
     if not chosen:
         return []
     result = sql.run(con, _TIMELINE_SQL, {"conversations": chosen}).fetchall()
+    # Shown in the order chosen: worst first, or as given on the command line.
+    rank = {cid: i for i, cid in enumerate(dict.fromkeys(chosen))}
+    result.sort(key=lambda row: (rank[row[0]], row[1]))
     if conversations and not result:
         raise NotFoundError(
             f"no conversation {', '.join(conversations)}",

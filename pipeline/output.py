@@ -4,6 +4,7 @@ Data goes to stdout (or --out); diagnostics never do."""
 from __future__ import annotations
 
 import csv
+import os
 import sys
 from datetime import date, datetime
 from decimal import Decimal
@@ -28,10 +29,18 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _clip(text: str, max_width: int) -> str:
+    return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+
 def write_table(
     columns: list[str], rows: list[tuple[Any, ...]], out: TextIO, max_width: int = 48
-) -> None:
-    cells = [[_cell(v)[:max_width] for v in row] for row in rows]
+) -> int:
+    """A padded text table; values longer than `max_width` are cut and end with `…`. Returns how
+    many values were cut (the caller says so on stderr: the table is for reading, not data)."""
+    full = [[_cell(v) for v in row] for row in rows]
+    cut = sum(len(v) > max_width for row in full for v in row)
+    cells = [[_clip(v, max_width) for v in row] for row in full]
     widths = [len(c) for c in columns]
     for row in cells:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
@@ -39,6 +48,7 @@ def write_table(
     out.write("  ".join("-" * w for w in widths) + "\n")
     for row in cells:
         out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    return cut
 
 
 def _json_default(value: Any) -> Any:
@@ -60,6 +70,26 @@ def check(fmt: str, out_path: Path | None) -> None:
 def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
     """Write a relation in `fmt`; returns the number of rows written."""
     check(fmt, out_path)
+    try:
+        if out_path is not None:
+            out_path.parent.mkdir(parents=True, exist_ok=True)  # as `report --out` does
+        written = _emit(rel, fmt, out_path)
+        if out_path is None:
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return written
+    except BrokenPipeError:
+        # The reader stopped (`| head`): not an error. Later writes go nowhere, so Python's
+        # final flush does not fail either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
+    except (OSError, duckdb.IOException) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(
+            f"cannot write {out_path}: {reason}", hint="check --out: a file in a writable directory"
+        ) from exc
+
+
+def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
     if fmt == "parquet":
         assert out_path is not None
         rel.write_parquet(str(out_path))
@@ -69,7 +99,13 @@ def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
     handle: TextIO = out_path.open("w", encoding="utf-8", newline="") if out_path else sys.stdout
     try:
         if fmt == "table":
-            write_table(columns, rows, handle)
+            cut = write_table(columns, rows, handle)
+            if cut:
+                print(
+                    f"note: {cut} value(s) longer than 48 characters cut (…);"
+                    " --format csv or json prints them whole",
+                    file=sys.stderr,
+                )
         elif fmt == "csv":
             writer = csv.writer(handle, lineterminator="\n")
             writer.writerow(columns)

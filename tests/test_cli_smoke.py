@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.prices import tiny_warehouse as tiny
@@ -73,3 +74,58 @@ def test_summary_says_input_is_unknown_and_on_how_many_requests_instead_of_zero(
     assert "cache read tokens:   unknown (3 requests with input or cache read unknown)" in (
         result.stdout
     )
+
+
+def test_summary_prints_output_tokens_with_the_requests_whose_output_is_unknown(
+    cli, warehouse: Path
+) -> None:
+    at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+    rows = [
+        tiny.request("a", at, "openai", "gpt-4o", input_tokens=1000, cache_read_tokens=0,
+                     output_tokens=40),
+        # input reported, output never arrived (a stream cut after the input counts)
+        tiny.request("b", at, "anthropic", "claude-sonnet-4-5", input_tokens=900,
+                     cache_read_tokens=0, output_tokens=None),
+    ]  # fmt: skip
+    tiny.write(warehouse, rows)
+    result = cli("summary", "-w", str(warehouse))
+    assert result.returncode == 0, result.stderr
+    assert "  usage unknown:     0\n" in result.stdout
+    assert "output tokens:       40 (1 requests with unknown output excluded)\n" in result.stdout
+
+
+def test_summary_says_how_many_priced_requests_have_unknown_savings_or_left_on_the_table(
+    cli, warehouse: Path
+) -> None:
+    at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+    rows = [
+        # priced from the tables; no segments, so no expectation: left on the table unknown
+        tiny.request("a", at, "openai", "gpt-4o", input_tokens=1000, cache_read_tokens=400,
+                     output_tokens=100),
+        # priced by the provider's reported cost, no price row: savings unknown too
+        tiny.request("b", at, "openrouter", "nobody/unlisted-model", input_tokens=1000,
+                     cache_read_tokens=0, output_tokens=10, reported_cost=0.01),
+    ]  # fmt: skip
+    tiny.write(warehouse, rows)
+    result = cli("summary", "-w", str(warehouse))
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("cost (USD):"))
+    # a: 600 x 2.50 + 400 x 1.25 + 100 x 10.00 per million = 0.003 (0.0035 uncached), plus
+    # b's reported 0.01; only a has a savings
+    assert line == (
+        "cost (USD):          0.0130  saved by caching 0.0005  left on the table unknown"
+        "  (2 requests priced; savings unknown for 1; left on the table unknown for 2)"
+    )
+
+
+def test_reading_commands_refuse_a_directory_of_captures_passed_as_the_warehouse(
+    tmp_path: Path, cli: Any
+) -> None:
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    (captures / "capture.jsonl").write_text("{}\n")
+    for args in (["summary"], ["views"], ["sql", "select count(*) from requests"]):
+        out = cli(*args, "-w", str(captures))
+        assert out.returncode == 5, (args, out.stdout, out.stderr)
+        assert f"{captures} is not a warehouse" in out.stderr
+        assert out.stdout == ""

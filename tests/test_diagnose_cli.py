@@ -70,3 +70,27 @@ def test_diagnose_rejects_worst_zero_as_a_usage_error(tmp_path: Path, cli: Any) 
     assert out.returncode == 2
     assert "--worst" in out.stderr
     assert out.stdout == ""
+
+
+def _lost(header: str) -> int:
+    return int(header.split("tokens lost=")[1].split()[0].replace(",", ""))
+
+
+def test_diagnose_prints_the_worst_conversation_first_and_given_ones_in_the_order_given(
+    tmp_path: Path, cli: Any
+) -> None:
+    wh, capture = tmp_path / "wh", tmp_path / "demo.jsonl"
+    assert cli("demo", "--sessions", "8", "--out", str(capture)).returncode == 0
+    assert cli("ingest", str(capture), "-w", str(wh)).returncode == 0
+    out = cli("diagnose", "-w", str(wh), "--worst", "4")
+    assert out.returncode == 0, out.stderr
+    headers = [x for x in out.stdout.splitlines() if x.startswith("conversation ")]
+    losses = [_lost(h) for h in headers]
+    assert len(losses) == 4 and len(set(losses)) > 1
+    assert losses == sorted(losses, reverse=True)
+    # -c in the order given, not alphabetical
+    names = [h.split()[1] for h in headers]
+    given = sorted(names, reverse=True)
+    out = cli("diagnose", "-w", str(wh), *[a for n in given for a in ("-c", n)])
+    shown = [x.split()[1] for x in out.stdout.splitlines() if x.startswith("conversation ")]
+    assert shown == given

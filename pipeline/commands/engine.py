@@ -64,9 +64,10 @@ def check(spark_master: SparkMasterOpt = None) -> None:
     from pipeline.errors import QueryError
 
     master = master_from(spark_master)
+    err(f"starting Spark on {master} (the JVM takes a while to start) ...")
     spark = get_session(master, app_name="cacheaudit check")
     try:
-        err(f"spark {spark.version} on {master}")
+        err(f"spark {spark.version} on {master}; translating and planning every view ...")
         errors: dict[str, QueryError] = {}
         with tempfile.TemporaryDirectory() as empty:
             register_views(spark, empty, errors=errors)

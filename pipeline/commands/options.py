@@ -52,8 +52,9 @@ def sql_options(prices: list[Path] | None, rules: list[Path] | None) -> SqlOptio
 
 
 def existing_warehouse(path: Path) -> Warehouse:
-    """The warehouse at `path` for a command that reads one; a missing path is an error, not an
-    empty result. An existing directory is accepted even when nothing was ingested yet."""
+    """The warehouse at `path` for a command that reads one; a missing path, or a directory
+    of other things (a capture directory passed by mistake), is an error, not an empty result.
+    An empty directory, or a warehouse where nothing was accepted yet, has empty tables."""
     from pipeline.errors import NotFoundError
     from pipeline.warehouse import Warehouse
 
@@ -65,7 +66,13 @@ def existing_warehouse(path: Path) -> Warehouse:
         )
     if not path.is_dir():
         raise NotFoundError(f"{path} is not a directory, so not a warehouse", hint=elsewhere)
-    return Warehouse(path)
+    wh = Warehouse(path)
+    if not wh.exists() and any(path.iterdir()):
+        raise NotFoundError(
+            f"{path} is not a warehouse (it holds other files and no sources/ manifest)",
+            hint=f"`cacheaudit ingest FILE... --warehouse {path}` makes it one, or {elsewhere}",
+        )
+    return wh
 
 
 def err(message: str) -> None:
