@@ -99,7 +99,8 @@ def ingest(
         typer.Option(
             "--providers",
             envvar="CACHEAUDIT_PROVIDERS",
-            help="TOML map of self-hosted gateway hosts to provider and dialect.",
+            help="TOML map of self-hosted gateway hosts to provider and dialect (a host"
+            " pattern with a port matches host:port; without one, any port).",
         ),
     ] = None,
     engine: EngineOpt = None,

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import xxhash
@@ -477,6 +478,9 @@ class Worker:
             else None
         )
         self.buffers: dict[str, _Buffers] = {}
+        # Which --providers entries matched the host of some record (a warning names the rest).
+        self.matched_rules: set[int] = set()
+        self._rule_of_host: dict[str, int | None] = {}
 
     def _records(self, task: Task) -> Iterable[Record]:
         if task.items is not None:
@@ -520,6 +524,8 @@ class Worker:
                 buffers.reject(item, now)
                 rejected += 1
                 continue
+            if self.rules and item.span is None:
+                self._note_rule(item.url)
             request_id = item.record_id or fallback_id(item)
             try:
                 norm = normalise(item, request_id, self.rules)
@@ -534,6 +540,15 @@ class Worker:
             buffers.add(norm)
             accepted += 1
         return records, accepted, rejected, skipped
+
+    def _note_rule(self, url: str) -> None:
+        netloc = urlsplit(url).netloc.rpartition("@")[2]
+        if netloc not in self._rule_of_host:
+            assert self.rules is not None
+            self._rule_of_host[netloc] = providers.matching_rule(netloc, self.rules)
+        index = self._rule_of_host[netloc]
+        if index is not None:
+            self.matched_rules.add(index)
 
     def finish(self) -> None:
         for buffers in self.buffers.values():
@@ -598,7 +613,7 @@ def _worker_main(
         while (task := tasks.get()) is not None:
             results.put(("done", task.source_hash, task.weight, worker.run(task)))
         worker.finish()
-        results.put(("exit", worker_id, 0, None))
+        results.put(("exit", worker_id, 0, sorted(worker.matched_rules)))
     except BaseException as exc:  # report anything to the parent, which raises it
         detail = exc.message if isinstance(exc, PipelineError) else traceback.format_exc()
         results.put(("error", worker_id, 0, detail))
@@ -615,6 +630,7 @@ class _Run:
     def __init__(self, files: dict[str, FileResult], total: int, progress: ProgressFn | None):
         self.files, self.total, self.progress = files, total, progress
         self.done = 0
+        self.matched_rules: set[int] = set()  # --providers entries some record's host matched
 
     def apply(self, digest: str, weight: int, counts: Counts) -> None:
         fr = self.files[digest]
@@ -635,6 +651,7 @@ def _run_inline(tasks: Iterator[Task], root: str, options: Options, run: _Run) -
         for task in tasks:
             run.apply(task.source_hash, task.weight, worker.run(task))
         worker.finish()
+        run.matched_rules |= worker.matched_rules
     finally:
         gc.set_threshold(*thresholds)
 
@@ -711,6 +728,7 @@ class _Pool:
                 run.apply(ident, weight, payload)
             elif kind == "exit":
                 self.exited += 1
+                run.matched_rules.update(payload or ())
             else:
                 raise PipelineError(f"ingest worker failed: {payload}")
             block = False
@@ -895,7 +913,38 @@ def _ingest_locked(
 
     drop_duplicates(warehouse, pending)
     write_manifests(warehouse, pending | unreadable)
+    if options.providers_file:
+        warn_unmatched_rules(Path(options.providers_file), run.matched_rules, result)
     return result
+
+
+def warn_unmatched_rules(path: Path, matched: set[int], result: IngestResult) -> None:
+    """A warning on stderr for each --providers entry no record of this ingest matched: a
+    pattern that never matches (a typo, a port the URLs do not carry) otherwise fails silently.
+    Files already ingested were not read, so the map was not applied to them either."""
+    rules = providers.load_user_rules(path)
+    unchanged = sum(1 for f in result.files if f.status == "unchanged")
+    if not any(f.status == "ingested" and f.format != "unrecognised" for f in result.files):
+        if unchanged and rules:
+            print(
+                f"note: provider map {path} was not applied: every file was already ingested"
+                " (--force re-ingests them with it)",
+                file=sys.stderr,
+            )
+        return
+    note = (
+        f"; {unchanged} file(s) already ingested were not read again (--force applies the map"
+        " to them)"
+        if unchanged
+        else ""
+    )
+    for i, rule in enumerate(rules):
+        if i not in matched:
+            print(
+                f"warning: provider map {path}: entry {i + 1} ({rule.describe()}) matched no"
+                f" record of this ingest{note}",
+                file=sys.stderr,
+            )
 
 
 def record_unrecognised(

@@ -158,6 +158,14 @@ def _normalise(
     if route is None or route.api not in DIALECTS:
         raise Skip
     dialect = DIALECTS[route.api]
+    provider = route.provider
+    if route.by_host:
+        # The bundled simulator names the provider whose cache rules it ran: label its traffic
+        # so (the host column still says where it went), and read its usage as that provider's.
+        simulated = providers.simulator_provider(
+            header(exchange.response_headers, providers.SIMULATOR_HEADER)
+        )
+        provider = simulated or provider
     body = _request_json(exchange)
     columns: SegmentColumns | None = None
     request: RequestInfo
@@ -196,7 +204,7 @@ def _normalise(
             response = dialect.parse_response(
                 exchange.status,
                 exchange.response_body,
-                route.provider,
+                provider,
                 stream,
                 exchange.response_headers,
             )
@@ -210,7 +218,7 @@ def _normalise(
             # its usage chunk, but a usage already received stays reported.
             response.outcome = "interrupted"
     return build(
-        exchange, request_id, route.provider, route.api, request, response, stream, parts=parts,
+        exchange, request_id, provider, route.api, request, response, stream, parts=parts,
         segments=columns,
     )  # fmt: skip
 

@@ -300,3 +300,52 @@ def test_the_plan_on_anthropic_rules_reads_p_at_once_through_the_document_breakp
     assert four.cache_read_tokens is not None and four.cache_write_tokens is not None
     assert four.cache_read_tokens + DOC_TOKENS < results["3b"].cache_read_tokens
     assert four.cache_write_tokens == four.input_tokens - four.cache_read_tokens
+
+
+def test_an_experiment_against_the_simulator_gets_the_rules_provider_and_expectations(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    from pipeline.sql import connect
+
+    out = tmp_path / "exp"
+    run(deepseek_url, out, repeats=1)
+    wh = Warehouse(tmp_path / "wh")
+    ingest(sorted((out / "capture").glob("*.jsonl")), wh, workers=1)
+    con = connect(wh, only=["expected_cache", "request_costs"])
+    host = deepseek_url.removeprefix("http://")
+    assert con.execute("SELECT DISTINCT provider, host FROM requests").fetchall() == [
+        ("deepseek", host)
+    ]
+    expected = con.execute(
+        "SELECT rule_id, expected_read_tokens FROM expected_cache ORDER BY started_at"
+    ).fetchall()
+    assert len(expected) == 5
+    assert all(rule == "deepseek-units" and tokens is not None for rule, tokens in expected)
+    assert expected[1][1] > 0  # step 2 repeats step 1: its whole prefix is expected to be read
+    # Looked up in DeepSeek's price table, as DeepSeek would price these token counts
+    # (documented: not money spent). deepseek-chat is a retired alias, so it finds no price.
+    priced_as = con.execute("SELECT DISTINCT price_provider FROM request_costs").fetchall()
+    assert priced_as == [("deepseek",)]
+
+
+def test_traffic_to_the_simulator_through_the_capture_proxy_gets_the_rules_provider(
+    tmp_path: Path,
+) -> None:
+    import httpx
+    from fixtures.capture.harness import ingest_rows, recording_proxy
+
+    settings = SimulatorSettings(rules="anthropic", anthropic_min_tokens=64, chunk_ms=0)
+    out = tmp_path / "capture"
+    with running(settings) as url, recording_proxy(url, out) as (proxy, _app):
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 32,
+            "messages": [{"role": "user", "content": "Say hello"}],
+        }
+        for stream in (False, True):
+            reply = httpx.post(f"{proxy.url}/v1/messages", json={**body, "stream": stream})
+            assert reply.status_code == 200, reply.text
+    _, rows = ingest_rows(out, tmp_path / "wh")
+    assert [(r["provider"], r["host"], r["api"]) for r in rows] == [
+        ("anthropic", url.removeprefix("http://"), "messages")
+    ] * 2

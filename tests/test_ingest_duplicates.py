@@ -127,6 +127,55 @@ def test_a_single_file_that_is_not_traffic_is_an_error(tmp_path: Path) -> None:
         run([stray], tmp_path / "wh")
 
 
+# Documentation that quotes the formats' keys: no line of it is a JSON record.
+NOTES_QUOTING_KEYS = (
+    "# Capturing traffic\n"
+    "\n"
+    'The OTLP file exporter writes one `{"resourceSpans": ...}` per line; a capture line has\n'
+    '"schema_version" and "request". For example:\n'
+    "\n"
+    '    {"resourceSpans": [...]}\n'
+    '    {"schema_version": 1, "request": {...}}\n'
+    '{"resourceSpans": "not a list"}\n'
+)
+
+
+def test_a_text_file_that_mentions_resource_spans_is_not_traffic_and_fails_alone(
+    tmp_path: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    notes = tmp_path / "NOTES.md"
+    notes.write_text(NOTES_QUOTING_KEYS)
+    with pytest.raises(InputError, match="is not a capture JSONL, HAR or OTLP/JSON file"):
+        run([notes], tmp_path / "wh")
+    out = cli("ingest", str(notes), "-w", str(tmp_path / "wh2"))
+    assert out.returncode != 0
+    assert out.stderr.splitlines()[0].endswith("is not a capture JSONL, HAR or OTLP/JSON file")
+    assert "rejected" not in out.stderr
+
+
+def test_a_text_file_that_mentions_resource_spans_in_a_batch_is_one_unrecognised_reject(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "NOTES.md"
+    notes.write_text(NOTES_QUOTING_KEYS)
+    good = _capture(tmp_path / "c.jsonl", range(2))
+    wh = tmp_path / "wh"
+    result = run([notes, good], wh)
+    formats = {Path(f.source).name: (f.format, f.records, f.rejected) for f in result.files}
+    assert formats == {"NOTES.md": ("unrecognised", 1, 1), "c.jsonl": ("capture_jsonl", 2, 0)}
+    (reject,) = table(wh, "rejects")
+    assert reject["source"] == str(notes)
+
+
+def test_an_otlp_export_whose_first_line_is_garbage_is_still_read_as_otlp(tmp_path: Path) -> None:
+    spans = Path(__file__).parent / "fixtures" / "otlp" / "genai_spans.jsonl"
+    export = tmp_path / "spans.jsonl"
+    export.write_bytes(b"collector started, see resourceSpans below\n" + spans.read_bytes())
+    result = run([export], tmp_path / "wh")
+    fr = result.files[0]
+    assert fr.format == "otlp_json" and fr.accepted > 0
+
+
 def test_a_directory_walk_takes_capture_names_only(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / "captures"
     folder.mkdir()

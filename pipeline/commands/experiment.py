@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 def run(
     base_url: Annotated[
         str,
-        typer.Option(help="API base URL, e.g. https://api.deepseek.com or http://127.0.0.1:8787"),
+        typer.Option(help="API base URL: the provider's, or the simulator's (see the examples)."),
     ],
     model: Annotated[str, typer.Option(help="Model id, sent unchanged on every request.")],
     document: Annotated[
@@ -58,6 +58,12 @@ def run(
 
     Writes OUT/experiment.json, OUT/results.jsonl and the capture in OUT/capture/. The API key
     is read from the environment only and is never written.
+
+    Example (a provider): cacheaudit experiment run --base-url https://api.deepseek.com
+    --model deepseek-v4-flash --document doc.txt
+
+    Example (the local simulator, `cacheaudit simulate serve`): cacheaudit experiment run
+    --base-url http://127.0.0.1:8787 --model deepseek-v4-flash --document doc.txt --wait 1
     """
     from pipeline.experiment import (
         KEY_ENVS,

@@ -12,8 +12,9 @@ import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
+import orjson
 import zstandard
 
 from pipeline.errors import InputError
@@ -22,12 +23,25 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 FORMATS = ("capture_jsonl", "har", "otlp_json")
 _FIRST_KEY = re.compile(rb'\{\s*"([^"\\]{1,64})"\s*:')
+_KEY_FORMATS = {b"resourceSpans": "otlp_json", b"schema_version": "capture_jsonl"}
+HEAD_BYTES = 65536  # read to judge the first line
+# When the first line does not tell, later lines are judged: a whole line must parse as a
+# record's JSON object. At most SNIFF_LINES lines, SNIFF_BYTES in all; a line longer than
+# SNIFF_LINE_BYTES is judged by its first key.
+SNIFF_LINES = 64
+SNIFF_LINE_BYTES = 8 * 1024 * 1024
+SNIFF_BYTES = 32 * 1024 * 1024
 
 
 try:  # ISA-L inflates about 3x faster than zlib; gzip input is otherwise limited by it
     from isal.igzip import IGzipFile as _GzipFile
+    from isal.igzip_lib import IsalError
+
+    # The stub declares IsalError as an instance; it is the class of inflate errors.
+    _INFLATE_ERRORS: tuple[type[BaseException], ...] = (cast(type[BaseException], IsalError),)
 except ImportError:  # pragma: no cover - isal is a dependency; stay correct without it
     _GzipFile = gzip.GzipFile  # type: ignore[misc,assignment,unused-ignore]
+    _INFLATE_ERRORS = ()
 
 
 class _OwningGzip(_GzipFile):
@@ -42,6 +56,15 @@ class _OwningGzip(_GzipFile):
             super().close()
         finally:
             self._raw.close()
+
+
+# A file damaged past its first lines: sniffing stops there (the reader reports it).
+_SNIFF_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    EOFError,
+    zstandard.ZstdError,
+    *_INFLATE_ERRORS,
+)
 
 
 # Names a directory walk takes as input (files named explicitly are read whatever their name).
@@ -81,13 +104,99 @@ def open_counted(path: Path) -> tuple[IO[bytes], IO[bytes]]:
     return stream, raw
 
 
-def _line_format(lines: list[bytes]) -> str | None:
-    """The format of the first line that tells (the last may be cut short: still telling)."""
-    for line in lines:
-        if b'"resourceSpans"' in line[:4096]:
-            return "otlp_json"
-        if b'"schema_version"' in line:
-            return "capture_jsonl"
+def _object_format(obj: object, first: bool) -> str | None:
+    """The format a line's parsed JSON names by its keys. Any line: `resourceSpans` (OTLP) or
+    `schema_version` (capture). The first line may also be a one-line HAR (`log`) or a capture
+    record written without `schema_version` (`request`)."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("resourceSpans"), list):
+        return "otlp_json"
+    if "schema_version" in obj:
+        return "capture_jsonl"
+    if first and isinstance(obj.get("log"), dict):
+        return "har"
+    if first and isinstance(obj.get("request"), dict):
+        return "capture_jsonl"
+    return None
+
+
+def _parse_object(line: bytes) -> object:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _first_line_format(text: bytes, cut: bool) -> str | None:
+    """The format the first line tells (text starts with `{`); `cut`: the head read may end
+    inside it. None: look at the lines after it."""
+    first_key = _FIRST_KEY.match(text)
+    key = first_key.group(1) if first_key else None
+    # The first key decides when it is telling: a one-line HAR also contains "request".
+    if key == b"log":
+        return "har"
+    line, newline, _ = text.partition(b"\n")
+    if newline or not cut:
+        # The whole line is in hand: it tells only if it parses as a record's JSON object.
+        obj = _parse_object(line)
+        if obj is not None:
+            return _object_format(obj, first=True)
+        if b'"log"' in text[:4096] and b'"entries"' in text:
+            return "har"  # a pretty-printed HAR whose first key is not "log"
+        return None  # a damaged first line: the line readers reject it
+    # A first line longer than the head (a capture record with a large body, a batch of
+    # spans): judged by how it starts.
+    if key == b"resourceSpans" or b'"resourceSpans"' in line[:4096]:
+        return "otlp_json"
+    if b'"schema_version"' in line:
+        return "capture_jsonl"
+    if b'"log"' in text[:4096] and b'"entries"' in text:
+        return "har"
+    if b'"request"' in line:
+        return "capture_jsonl"
+    return None
+
+
+def _sniff_lines(fh: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """(line, whole): the file's lines, at most SNIFF_LINE_BYTES of each (whole: all of it was
+    read), until SNIFF_BYTES have been read."""
+    budget = SNIFF_BYTES
+    while budget > 0:
+        limit = min(budget, SNIFF_LINE_BYTES)
+        line = fh.readline(limit)
+        if not line:
+            return
+        budget -= len(line)
+        yield line, line.endswith(b"\n") or len(line) < limit  # shorter: the end of the file
+        while not line.endswith(b"\n") and budget > 0:  # skip the rest of a long line
+            line = fh.readline(min(budget, SNIFF_LINE_BYTES))
+            if not line:
+                return
+            budget -= len(line)
+
+
+def _later_format(path: Path) -> str | None:
+    """The format of the first line after the first that is a record: a whole line must parse
+    as a JSON object with the format's key (text or a log that merely mentions
+    "resourceSpans" is not OTLP); a line too long to parse here must start with that key."""
+    try:
+        with open_binary(path) as fh:
+            for n, (line, whole) in enumerate(_sniff_lines(fh)):
+                if n > SNIFF_LINES:
+                    break
+                line = line.strip()
+                if n == 0 or not line.startswith(b"{"):
+                    continue  # the first line was judged already
+                if whole:
+                    kind = _object_format(_parse_object(line), first=False)
+                else:
+                    first_key = _FIRST_KEY.match(line)
+                    kind = _KEY_FORMATS.get(first_key.group(1)) if first_key else None
+                if kind is not None:
+                    return kind
+    except _SNIFF_ERRORS:
+        pass  # damaged further on: judged by what could be read; the reader says the rest
     return None
 
 
@@ -99,44 +208,29 @@ def detect_format(path: Path) -> str:
         raise InputError(f"{path} is a directory", hint="pass the files, or a glob")
     try:
         with open_binary(path) as fh:
-            head = fh.read(65536)
+            head = fh.read(HEAD_BYTES)
     except (OSError, zstandard.ZstdError) as exc:
         raise InputError(f"{path} cannot be read: {exc}") from exc
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         return "capture_jsonl"  # an empty capture is valid: zero records
-    if not text.startswith(b"{"):
-        # A damaged first line (a torn write, a stray log line) must not refuse the good lines
-        # after it: the line readers reject it, so look for a recognisable line further on.
-        later = _line_format(text.split(b"\n")[1:])
-        if later is not None:
-            return later
-        raise InputError(
-            f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
-            hint="expected JSON (optionally gzip/zstd compressed)",
-        )
-    first_key = _FIRST_KEY.match(text)
-    key = first_key.group(1) if first_key else None
-    # The first key decides when it is telling: a one-line HAR also contains "request".
-    if key == b"log":
-        return "har"
-    if key == b"resourceSpans":
-        return "otlp_json"
-    first_line = text.split(b"\n", 1)[0]
-    if b'"resourceSpans"' in first_line[:4096]:
-        return "otlp_json"
-    if b'"schema_version"' in first_line:
-        return "capture_jsonl"
-    if b'"log"' in text[:4096] and b'"entries"' in text:
-        return "har"
-    if b'"request"' in first_line:
-        return "capture_jsonl"
-    later = _line_format(text.split(b"\n")[1:])
+    if text.startswith(b"{"):
+        kind = _first_line_format(text, cut=len(head) == HEAD_BYTES)
+        if kind is not None:
+            return kind
+    # A damaged first line (a torn write, a stray log line) must not refuse the good lines
+    # after it: the line readers reject it, so look for a record further on.
+    later = _later_format(path)
     if later is not None:
         return later
+    if text.startswith(b"{"):
+        raise InputError(
+            f"{path}: format not recognised",
+            hint='capture JSONL lines have schema_version; HAR starts with {"log": ...}',
+        )
     raise InputError(
-        f"{path}: format not recognised",
-        hint='capture JSONL lines have schema_version; HAR starts with {"log": ...}',
+        f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
+        hint="expected JSON (optionally gzip/zstd compressed)",
     )
 
 
