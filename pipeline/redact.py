@@ -1,16 +1,40 @@
 """Secret removal at the boundary, and the account fingerprint.
 
-Every source calls `redact_exchange_parts` before an `Exchange` exists, so nothing downstream
-(dialects, warehouse, rejects, reports) can see a key. The fingerprint is a short one-way hash of
+Every source passes the URL and headers through `redact_url` / `redact_headers` (and takes
+`account_of` from the raw ones) before an `Exchange` exists, and the capture tools do the same
+before a record is written, so nothing downstream (capture files, dialects, warehouse, rejects,
+reports) can see a key; `redact_text` masks what free text (error messages, reject excerpts)
+may quote. The fingerprint is a short one-way hash of
 the key: enough to group traffic per key (the scope of a provider's cache), useless to call an API.
+
+Which names carry a secret (one rule for headers and query parameters; `is_secret_name`). The
+name is lower-cased and cut into words at `-`, `_` and `.`; it is secret when
+- its last word ends in `token`, `secret`, `password`/`passwd` or `apikey` (`x-auth-token`,
+  `x-amz-security-token`, `access_token`, `accessToken`, `x-client-secret`, `apiKey`), or is
+  `auth`, `credential(s)`, `signature`, `sig` or `cookie` (`helicone-auth`, `x-amz-signature`,
+  `set-cookie`);
+- it ends in `key` after a word that says whose key it is: api, access, auth, secret, private,
+  client, account, session, subscription, service, master, admin, virtual (`x-api-key`,
+  `x-goog-api-key`, `ocp-apim-subscription-key`, `subscriptionKey`);
+- any word is `authorization`, `cookie` or `password`/`passwd` (`proxy-authorization`);
+- or the whole name is `key` (Gemini's `?key=`).
+Only the last word counts for `token` and `key`, so ordinary headers keep their values:
+`x-request-id`, `content-type`, `idempotency-key`, `x-ratelimit-remaining-tokens`,
+`x-amzn-bedrock-input-token-count` (usage read at ingest), `www-authenticate`.
+
+Query parameters are split on `&` and `;`, and on their percent-encoded forms `%26` / `%3B`
+(with `%3D` for `=`), so `?x=1;key=...` and `?x=1%3Bkey%3D...` are caught too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from functools import lru_cache
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
+# Well-known secret headers. The rule above covers more; these names are also used by the
+# excerpt masking of unreadable capture lines (pipeline.sources.capture).
 SECRET_HEADERS = frozenset(
     {
         "authorization",
@@ -21,26 +45,71 @@ SECRET_HEADERS = frozenset(
         "cookie",
         "set-cookie",
         "x-amz-security-token",
+        "x-auth-token",
+        "x-access-token",
+        "ocp-apim-subscription-key",
     }
 )
+# Query parameters whose value is the caller's key (the fingerprint's last resort); every name
+# the rule matches is redacted, these are the ones read for the account.
 SECRET_QUERY_PARAMS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
 # Headers whose value identifies the caller's key, in order of preference.
-_KEY_HEADERS = ("x-api-key", "api-key", "x-goog-api-key", "authorization")
+_KEY_HEADERS = (
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "authorization",
+    "x-auth-token",
+    "x-access-token",
+    "ocp-apim-subscription-key",
+)
 REDACTED = "[REDACTED]"
+
+# --- the name rule, as a regex usable both on a whole name and inside free text ---------------
+_WORD = r"[a-z0-9]+"
+_SEP = r"[-_.]"
+_OWNERS = (
+    "api|access|auth|secret|private|client|account|session|subscription|service|master|admin"
+    "|virtual"
+)
+_LAST_WORD = (
+    rf"[a-z0-9]*(?:token|secret|passw(?:or)?d|apikey|(?:{_OWNERS}){_SEP}?key)"
+    r"|auth|credentials?|signature|sig|cookie"
+)
+_ANY_WORD = r"authorization|cookie|passw(?:or)?d"
+# A secret name that is not just `key` (kept apart: `key: value` in free text is too common).
+_NAME = (
+    rf"(?:{_WORD}{_SEP})*(?:{_LAST_WORD})"
+    rf"|(?:{_WORD}{_SEP})*(?:{_ANY_WORD})(?:{_SEP}{_WORD})*"
+)
+_SECRET_NAME = re.compile(rf"key|{_NAME}")
 
 # Key-shaped strings that may appear in bodies or error text we keep (excerpts, messages).
 _KEY_PATTERN = re.compile(
     r"(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}"
     r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,})"
 )
-_PARAM_NAMES = "|".join(map(re.escape, sorted(SECRET_QUERY_PARAMS, key=len, reverse=True)))
-_HEADER_NAMES = "|".join(map(re.escape, sorted(SECRET_HEADERS, key=len, reverse=True)))
-# `?key=...` inside free text (an upstream's HTML error page quoting the URL, for instance).
-_PARAM_IN_TEXT = re.compile(rf"(?i)([?&;](?:{_PARAM_NAMES})=)[^&\s\"'#<>]+")
-# `api-key: ...` / `"x-api-key": "..."` inside free text.
-_HEADER_IN_TEXT = re.compile(rf"(?i)((?<![\w-])(?:{_HEADER_NAMES})\"?\s*[:=]\s*\"?)[^\s\"',;]+")
+# `?key=...` / `;token=...` / `%3Bkey%3D...` inside free text (an upstream's HTML error page
+# quoting the URL, a URL in an error message).
+_PARAM_IN_TEXT = re.compile(
+    rf"(?i)((?:[?&;]|%26|%3B)(?:key|{_NAME})(?:=|%3D))(?:(?!%26|%3B)[^&;\s\"'#<>])+"
+)
+# `api-key: ...` / `"x-api-key": "..."` / `x-auth-token=...` inside free text.
+_HEADER_IN_TEXT = re.compile(rf"(?i)((?<![\w.-])(?:{_NAME})\\?\"?\s*[:=]\s*\\?\"?)[^\s\"'\\,;]+")
+# `["x-auth-token", "..."]`: a header pair of a capture record quoted in an excerpt.
+_HEADER_PAIR_IN_TEXT = re.compile(rf'(?i)((?<![\w.-])(?:{_NAME})\\?"\s*,\s*\\?")[^"\\]*')
 # user:password@ in a URL.
 _USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@")
+# Query separators as sent or as percent-encoded by a client (or by an older capture tool).
+_QUERY_SEP = re.compile(r"(&|;|%26|%3[Bb])")
+_EQUALS = re.compile(r"=|%3[Dd]")
+_PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
+
+
+@lru_cache(maxsize=4096)  # the same few header names come back on every record
+def is_secret_name(name: str) -> bool:
+    """Whether a header or query parameter called `name` carries a credential (rule above)."""
+    return _SECRET_NAME.fullmatch(name.strip().lower()) is not None
 
 
 def fingerprint(secret: str) -> str:
@@ -57,6 +126,18 @@ def _key_from_authorization(value: str) -> str:
     return rest.strip() if rest else value.strip()
 
 
+def _query_params(query: str) -> list[tuple[str, str, int]]:
+    """(decoded name, raw value, index in `_QUERY_SEP.split(query)`) per `name=value` part."""
+    out = []
+    for i, part in enumerate(_QUERY_SEP.split(query)):
+        if i % 2:
+            continue  # a separator
+        match = _EQUALS.search(part)
+        if match is not None:
+            out.append((unquote_plus(part[: match.start()]), part[match.end() :], i))
+    return out
+
+
 def account_of(headers: list[tuple[str, str]], url: str) -> str | None:
     """Fingerprint of the caller's key from headers, else from a `key=` query parameter."""
     lowered = {name.lower(): value for name, value in headers}
@@ -65,39 +146,55 @@ def account_of(headers: list[tuple[str, str]], url: str) -> str | None:
         if value and value != REDACTED:
             key = _key_from_authorization(value) if name == "authorization" else value.strip()
             return fingerprint(key) if key else None
-    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+    for name, raw, _ in _query_params(urlsplit(url).query):
+        value = unquote_plus(raw)
         if name.lower() in SECRET_QUERY_PARAMS and value and value != REDACTED:
             return fingerprint(value)
     return None
 
 
 def redact_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [
-        (name, REDACTED if name.lower() in SECRET_HEADERS else value) for name, value in headers
-    ]
+    return [(name, REDACTED if is_secret_name(name) else value) for name, value in headers]
+
+
+def _redact_query(query: str) -> str:
+    parts = _QUERY_SEP.split(query)
+    for name, raw, i in _query_params(query):
+        if raw and raw != REDACTED and is_secret_name(name):
+            parts[i] = parts[i][: len(parts[i]) - len(raw)] + REDACTED
+    return "".join(parts)
+
+
+def _redact_path_param(match: re.Match[str]) -> str:
+    name, value = match.group(1), match.group(2)
+    if value and is_secret_name(unquote_plus(name)):
+        return f";{name}={REDACTED}"
+    return match.group(0)
 
 
 def redact_url(url: str) -> str:
+    """`url` with user:password@ removed and the values of secret query (and `;` path)
+    parameters replaced by [REDACTED]; everything else is kept byte for byte."""
     parts = urlsplit(url)
+    changed = False
     if "@" in parts.netloc:
         # user:password@host carries a credential: keep only host[:port].
         host = parts.hostname or ""
         netloc = f"{host}:{parts.port}" if parts.port else host
-        parts = parts._replace(netloc=netloc)
-        url = urlunsplit(parts)
-    if not parts.query:
-        return url
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if not any(name.lower() in SECRET_QUERY_PARAMS for name, _ in pairs):
-        return url
-    cleaned = [(n, REDACTED if n.lower() in SECRET_QUERY_PARAMS else v) for n, v in pairs]
-    return urlunsplit(parts._replace(query=urlencode(cleaned, safe="[]")))
+        parts, changed = parts._replace(netloc=netloc), True
+    if ";" in parts.path:
+        path = _PATH_PARAM.sub(_redact_path_param, parts.path)
+        parts, changed = parts._replace(path=path), changed or path != parts.path
+    if parts.query:
+        query = _redact_query(parts.query)
+        parts, changed = parts._replace(query=query), changed or query != parts.query
+    return urlunsplit(parts) if changed else url
 
 
 def redact_text(text: str) -> str:
     """Mask key-shaped substrings in free text (reject excerpts, error messages)."""
     text = _KEY_PATTERN.sub(REDACTED, text)
     text = _USERINFO.sub(rf"\1{REDACTED}@", text)
-    for pattern in (_PARAM_IN_TEXT, _HEADER_IN_TEXT):
+    for pattern in (_PARAM_IN_TEXT, _HEADER_IN_TEXT, _HEADER_PAIR_IN_TEXT):
         text = pattern.sub(rf"\1{REDACTED}", text)
     return text

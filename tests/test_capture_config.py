@@ -105,6 +105,17 @@ def test_listen_addresses_parse_and_bad_ones_are_usage_errors() -> None:
             parse_listen(bad)
 
 
+def test_a_bare_listen_port_means_loopback_and_a_host_without_a_port_is_refused() -> None:
+    assert parse_listen("18903") == ("127.0.0.1", 18903)
+    assert parse_listen(" 8787 ") == ("127.0.0.1", 8787)
+    for bad in ("localhost", "0.0.0.0", "[::1]", "127.0.0.1:", ""):
+        with pytest.raises(UsageError) as caught:
+            parse_listen(bad)
+        assert caught.value.message.startswith("--listen wants HOST:PORT, e.g. 127.0.0.1:8787")
+    with pytest.raises(UsageError, match="brackets"):
+        parse_listen("::1")  # not host ":" and port 1
+
+
 def test_the_proxy_routes_by_prefix_and_host_and_answers_404_when_nothing_matches(
     tmp_path: Path,
 ) -> None:

@@ -198,3 +198,35 @@ def test_mitmdump_with_the_addon_records_sdk_calls_that_ingest_to_the_samples_us
     assert s["agent"] == "mitm-e2e" and s["account"] is not None
     # Each SSE event's arrival was recorded, so the answer's first text has a time.
     assert s["ttft_ms"] is not None and s["ttft_ms"] >= 20.0
+
+
+def test_mitmdump_with_the_addon_honours_the_hint_headers_and_does_not_forward_them(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "capture"
+    messages = [{"role": "user", "content": "Say hello"}]
+    fake = FakeUpstream(first_pause_ms=0.0, gap_ms=0.0)
+    with serving(fake) as up, _mitmdump_reverse(up.url, out, tmp_path / "mitm-conf") as proxy_url:
+        client = openai.OpenAI(base_url=proxy_url + "/v1", api_key="sk-test-x", max_retries=0)
+        client.chat.completions.create(
+            model="gpt-4.1-nano",
+            messages=messages,  # type: ignore[arg-type]
+            extra_headers={
+                "x-cacheaudit-session": "epoch-9",
+                "x-cacheaudit-agent": "planner",
+                "x-cacheaudit-tags": "exp1, arm-b",
+            },
+        )
+        client.chat.completions.create(model="gpt-4.1-nano", messages=messages)  # type: ignore[arg-type]
+    assert len(fake.seen) == 2
+    for seen in fake.seen:
+        assert not [name for name, _ in seen.headers if name.lower().startswith("x-cacheaudit")]
+    hinted, plain = (orjson.loads(line) for line in capture_lines(out))
+    # The header wins over --set cacheaudit_agent; without headers the option applies.
+    assert hinted["hints"] == {
+        "session_id": "epoch-9",
+        "agent": "planner",
+        "tags": ["exp1", "arm-b"],
+    }
+    assert plain["hints"] == {"session_id": None, "agent": "mitm-e2e", "tags": []}
+    assert "x-cacheaudit" not in orjson.dumps(hinted["request"]["headers"]).decode().lower()

@@ -80,3 +80,72 @@ def test_a_mitmproxy_flow_with_planted_keys_is_written_without_them(tmp_path: Pa
     with CaptureWriter(tmp_path) as writer:
         writer.write_record(snapshot_record(snap))
     assert _assert_no_key_in(tmp_path) == 1
+
+
+AUTH_TOKEN = "sk-planted-xauthtoken-5e81c0d2"
+SEMI_KEY = "planted-semicolon-key-a4f7"
+ENCODED_KEY = "planted-encoded-key-93b1"
+GATEWAY_PLANTED = (AUTH_TOKEN, SEMI_KEY, ENCODED_KEY)
+
+
+def _gateway_request(client: httpx.Client, base: str) -> None:
+    """A gateway-style call: the key in `X-Auth-Token`, more in `;key=` and `%3Bkey%3D`."""
+    response = client.post(
+        f"{base}/v1/chat/completions?alt=sse;key={SEMI_KEY}&x=1%3Bkey%3D{ENCODED_KEY}",
+        headers={"X-Auth-Token": AUTH_TOKEN, "x-request-id": "req-kept-1"},
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert response.status_code == 200
+
+
+def _assert_no_gateway_secret_in(directory: Path, extra: str = "") -> bytes:
+    blob = b"".join(p.read_bytes() for p in directory.rglob("*") if p.is_file())
+    blob += extra.encode()
+    for secret in GATEWAY_PLANTED:
+        for form in (secret.encode(), base64.b64encode(secret.encode())):
+            assert form not in blob, f"{secret} leaked"
+    return blob
+
+
+def test_the_proxy_writes_and_logs_no_auth_token_header_or_semicolon_key(tmp_path: Path) -> None:
+    out = tmp_path / "capture"
+    log: list[str] = []
+    upstream = FakeUpstream()
+    with (
+        serving(upstream) as up,
+        recording_proxy(up.url, out, log=log, verbose=True) as (proxy, _app),
+        httpx.Client() as client,
+    ):
+        _gateway_request(client, proxy.url)
+    seen = upstream.seen[-1]
+    assert ("x-auth-token", AUTH_TOKEN) in seen.headers  # forwarded unchanged
+    assert f";key={SEMI_KEY}" in seen.query
+    assert any("/v1/chat/completions" in line for line in log)  # the --verbose line exists
+    blob = _assert_no_gateway_secret_in(out, "\n".join(log))
+    assert b"req-kept-1" in blob  # ordinary headers keep their value
+    assert f'"account":"{fingerprint(AUTH_TOKEN)}"'.encode() in blob
+
+
+def test_the_hooks_write_no_auth_token_header_or_semicolon_key(tmp_path: Path) -> None:
+    out = tmp_path / "capture"
+    with serving(FakeUpstream()) as up, recording_client(out) as client:
+        _gateway_request(client, up.url)
+    shared_writer(out).flush()
+    assert b"req-kept-1" in _assert_no_gateway_secret_in(out)
+
+
+def test_a_mitmproxy_flow_with_an_auth_token_and_semicolon_key_is_written_without_them(
+    tmp_path: Path,
+) -> None:
+    snap = FlowSnapshot(
+        started_at=1_767_000_000.0,
+        method="POST",
+        url=f"https://gw.example/v1/chat/completions?alt=sse;key={SEMI_KEY}"
+        f"&x=1%3Bkey%3D{ENCODED_KEY}",
+        request_headers=[("X-Auth-Token", AUTH_TOKEN)],
+        request_body=b"{}",
+        error=f"GET https://gw.example/v1?x=1;key={SEMI_KEY} failed",
+    )
+    with CaptureWriter(tmp_path) as writer:
+        writer.write_record(snapshot_record(snap))
+    _assert_no_gateway_secret_in(tmp_path)

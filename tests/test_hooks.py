@@ -148,3 +148,48 @@ def test_an_unreachable_upstream_raises_as_usual_and_is_recorded(tmp_path: Path)
     [record] = _records(out)
     assert record["outcome"] == "upstream_unreachable"
     assert record["response"] is None
+
+
+def test_the_hooks_honour_the_hint_headers_and_do_not_send_them_upstream(tmp_path: Path) -> None:
+    """As through the proxy: an agent moved from the proxy to the hooks keeps its sessions."""
+    out = tmp_path / "capture"
+    hint_headers = {
+        "x-cacheaudit-session": "epoch-2",
+        "x-cacheaudit-agent": "planner",
+        "X-Cacheaudit-Tags": "exp1, arm-b",
+    }
+    fake = FakeUpstream(first_pause_ms=0, gap_ms=0)
+    with serving(fake) as up:
+        client = openai.OpenAI(
+            base_url=up.url + "/v1",
+            api_key="sk-test-0123456789abcdef",
+            http_client=recording_client(out, session_id="from-client", tags=["t0"]),
+        )
+        client.chat.completions.create(
+            model="gpt-4o", messages=MESSAGES, extra_headers=hint_headers
+        )
+        client.chat.completions.create(model="gpt-4o", messages=MESSAGES)  # the client's hints
+
+        async def call() -> Any:
+            aclient = anthropic.AsyncAnthropic(
+                base_url=up.url,
+                api_key="sk-ant-test-0123456789",
+                http_client=async_recording_httpx2_client(out, agent="claude"),
+                default_headers={"x-cacheaudit-session": "epoch-3"},
+            )
+            return await aclient.messages.create(model="claude", max_tokens=16, messages=MESSAGES)
+
+        asyncio.run(call())
+    assert len(fake.seen) == 3
+    for seen in fake.seen:
+        assert not [name for name, _ in seen.headers if name.lower().startswith("x-cacheaudit")]
+    with_headers, without, anthropic_record = _records(out)
+    assert with_headers["hints"] == {
+        "session_id": "epoch-2",
+        "agent": "planner",
+        "tags": ["exp1", "arm-b"],
+    }
+    assert without["hints"] == {"session_id": "from-client", "agent": None, "tags": ["t0"]}
+    assert anthropic_record["hints"] == {"session_id": "epoch-3", "agent": "claude", "tags": []}
+    for record in (with_headers, anthropic_record):  # recorded as hints, not as headers
+        assert "x-cacheaudit" not in orjson.dumps(record["request"]["headers"]).decode().lower()

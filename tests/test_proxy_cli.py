@@ -18,9 +18,11 @@ import orjson
 import pytest
 from conftest import ROOT
 from fixtures.capture.fake_upstream import OPENAI_JSON, FakeUpstream, sample_bytes
-from fixtures.capture.harness import capture_lines, serving, wait_until
+from fixtures.capture.harness import capture_lines, free_port, serving, wait_until
+from typer.testing import CliRunner
 
 from pipeline.capture.config import exposure_warning
+from pipeline.cli import app
 
 CHAT = "/v1/chat/completions"
 PLAIN_BODY = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -192,3 +194,51 @@ def test_listening_beyond_loopback_warns_and_loopback_does_not() -> None:
     assert exposure_warning("localhost") is None
     warning = exposure_warning("0.0.0.0")
     assert warning is not None and warning.startswith("warning: listening on 0.0.0.0")
+
+
+def test_a_bare_listen_port_serves_on_loopback_without_the_exposure_warning(
+    upstream: Any, tmp_path: Path
+) -> None:
+    port = free_port()
+    proxy = ProxyProcess("--upstream", upstream.url, "--listen", str(port), "--out", str(tmp_path))
+    try:
+        assert proxy.url == f"http://127.0.0.1:{port}"
+        assert httpx.post(proxy.url + CHAT, json=PLAIN_BODY, timeout=10).status_code == 200
+    finally:
+        code, log = proxy.stop()
+    assert code == 0
+    assert "warning" not in log and "not loopback" not in log
+
+
+def test_a_listen_value_without_a_port_is_a_usage_error_naming_the_form(tmp_path: Path) -> None:
+    # A host without a port: once read as "port 8787 on that host", with a warning that it is
+    # not loopback and a "port in use" hint when it could not be bound.
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "pipeline", "capture", "proxy", "--upstream",
+            "http://x.invalid", "--listen", "nosuchhost.invalid", "--out", str(tmp_path),
+        ],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --listen wants HOST:PORT, e.g. 127.0.0.1:8787")
+    assert "not loopback" not in result.stderr and "another process" not in result.stderr
+
+
+def test_an_address_that_is_not_this_machines_is_blamed_not_a_busy_port(cli: Any) -> None:
+    result = cli("capture", "proxy", "--upstream", "http://x.invalid", "--listen", "192.0.2.1:0")
+    assert result.returncode == 6
+    assert "192.0.2.1 is not an address of this machine" in result.stderr
+    assert "another process" not in result.stderr and "not loopback" not in result.stderr
+
+
+def test_the_proxy_help_shows_the_listen_and_out_defaults_and_an_example() -> None:
+    result = CliRunner().invoke(
+        app, ["capture", "proxy", "--help"], env={"COLUMNS": "100", "NO_COLOR": "1"}
+    )
+    assert result.exit_code == 0
+    text = " ".join(result.output.replace("│", " ").split())  # table cells wrap
+    assert "[default: 127.0.0.1:8787]" in text
+    assert "Capture directory. [default: capture]" in text
+    assert "Example: cacheaudit capture proxy --upstream https://api.openai.com" in text
+    assert "OPENAI_BASE_URL=http://127.0.0.1:8787/v1" in text

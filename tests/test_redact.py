@@ -77,3 +77,68 @@ def test_a_secret_header_value_never_survives_redaction(secret: str) -> None:
     headers = [("authorization", f"Bearer {secret}"), ("x-api-key", secret)]
     values = [value for _, value in redact_headers(headers)]  # names may contain the secret
     assert all(secret not in value or secret in REDACTED for value in values)
+
+
+CREDENTIAL_HEADERS = (
+    "X-Auth-Token",
+    "x-access-token",
+    "x-amz-security-token",
+    "x-client-secret",
+    "helicone-auth",
+    "cf-aig-authorization",
+    "x-portkey-api-key",
+    "Ocp-Apim-Subscription-Key",
+    "x-user-password",
+)
+ORDINARY_HEADERS = (
+    "x-request-id",
+    "content-type",
+    "idempotency-key",
+    "x-ratelimit-remaining-tokens",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "x-amzn-bedrock-input-token-count",
+    "www-authenticate",
+    "openai-organization",
+    "x-stainless-retry-count",
+)
+
+
+def test_headers_named_for_a_credential_are_redacted_and_ordinary_ones_kept() -> None:
+    headers = [(name, f"value-of-{name}") for name in CREDENTIAL_HEADERS + ORDINARY_HEADERS]
+    out = dict(redact_headers(headers))
+    assert {n for n in CREDENTIAL_HEADERS if out[n] != REDACTED} == set()
+    assert {n for n in ORDINARY_HEADERS if out[n] != f"value-of-{n}"} == set()
+
+
+def test_a_key_after_a_semicolon_or_an_encoded_separator_is_redacted_and_the_rest_kept() -> None:
+    base = "https://gw.example/v1/chat/completions"
+    cases = {
+        f"{base}?alt=sse;key=sk-SEMI1": f"{base}?alt=sse;key={REDACTED}",
+        f"{base}?a=1&x=1%3Bkey%3Dsk-SEMI2&b=2": f"{base}?a=1&x=1%3Bkey%3D{REDACTED}&b=2",
+        f"{base}?x=1%3btoken%3dsk-SEMI3%26y=2": f"{base}?x=1%3btoken%3d{REDACTED}%26y=2",
+        f"{base}?apiKey=sk-SEMI4;max_tokens=5": f"{base}?apiKey={REDACTED};max_tokens=5",
+        f"{base};token=sk-SEMI5?alt=sse": f"{base};token={REDACTED}?alt=sse",
+    }
+    for url, expected in cases.items():
+        assert redact_url(url) == expected
+        assert "SEMI" not in redact_text(f"GET {url} failed")
+
+
+def test_an_auth_token_header_or_a_semicolon_key_still_gives_the_account() -> None:
+    assert account_of([("X-Auth-Token", "tok-1")], "https://gw/v1") == fingerprint("tok-1")
+    assert account_of([], "https://gw/v1?alt=sse;key=tok-2") == fingerprint("tok-2")
+    assert account_of([], "https://gw/v1?x=1%3Bkey%3Dtok-3") == fingerprint("tok-3")
+    # The key headers keep their precedence: the account does not change for existing traffic.
+    both = [("x-auth-token", "tok-4"), ("authorization", "Bearer tok-5")]
+    assert account_of(both, "https://gw/v1") == fingerprint("tok-5")
+
+
+def test_credential_headers_quoted_in_free_text_are_masked() -> None:
+    for text in (
+        '["X-Auth-Token","tok-FREE1"]',
+        '[\\"x-access-token\\", \\"tok-FREE1\\"]',
+        "x-auth-token: tok-FREE1",
+        '{"x-client-secret": "tok-FREE1"}',
+    ):
+        assert "FREE1" not in redact_text(text), text
+    assert redact_text("x-ratelimit-remaining-tokens: 999") == "x-ratelimit-remaining-tokens: 999"

@@ -100,3 +100,52 @@ def test_no_planted_secret_reaches_any_byte_of_the_warehouse(tmp_path: Path) -> 
         assert _fingerprint(SECRETS[name]) in text
     assert _fingerprint(SECRETS["authorization"]) in text  # the token after "Bearer "
     assert "[REDACTED]" in text  # the reject excerpts kept their shape, masked
+
+
+# Gateway conventions: a token header and keys in `;`-separated (or percent-encoded) parameters.
+GATEWAY = {
+    "x-auth-token": "tok-GWAUTH-4e1a",
+    "x-gateway-token": "tok-GWOTHER-b7c2",  # not a well-known name: caught by the rule
+    "semicolon": "tok-GWSEMI-0f93",
+    "encoded": "tok-GWENC-62d8",  # how an older capture recorded `x=1;key=...`
+}
+GATEWAY_URLS = [
+    OPENAI,
+    f"{OPENAI}?alt=sse;key={GATEWAY['semicolon']}",
+    f"{OPENAI}?x=1%3Bkey%3D{GATEWAY['encoded']}",
+]
+GATEWAY_HEADERS = [
+    [("X-Auth-Token", GATEWAY["x-auth-token"]), ("x-request-id", "rid-1")],
+    [("content-type", "application/json")],
+    [("X-Gateway-Token", GATEWAY["x-gateway-token"])],
+]
+
+
+def test_no_gateway_token_header_or_semicolon_key_reaches_the_warehouse(tmp_path: Path) -> None:
+    broken_url = f"{OPENAI}?alt=sse;key={GATEWAY['semicolon']}&x=1%3Bkey%3D{GATEWAY['encoded']}"
+    broken_headers = [[n, GATEWAY[n]] for n in ("x-gateway-token", "x-auth-token")]
+    lines, entries = [], []
+    for i, (headers, url) in enumerate(zip(GATEWAY_HEADERS, GATEWAY_URLS, strict=True)):
+        lines.append(line(capture_record(i, headers=[list(h) for h in headers], url=url)))
+        har_headers = [{"name": n, "value": v} for n, v in headers]
+        entries.append(har_entry(i, url=url, headers=har_headers))
+    # Unreadable records keep a redacted excerpt: the secrets near their start must go too.
+    broken = capture_record(99, headers=broken_headers, url=broken_url)
+    lines.append(orjson.dumps({"request": broken["request"]})[:-30] + b"\n")
+    bad = har_entry(
+        50, url=broken_url, headers=[{"name": n, "value": v} for n, v in broken_headers]
+    )
+    bad["startedDateTime"] = "not a time"
+    entries.append(bad)
+    jsonl, har = tmp_path / "gateway.jsonl", tmp_path / "gateway.har"
+    jsonl.write_bytes(b"".join(lines))
+    har.write_bytes(har_document(entries, pretty=True))
+
+    wh = tmp_path / "wh"
+    result = run([jsonl, har], wh)
+    assert [(f.accepted, f.rejected) for f in result.files] == [(3, 1), (3, 1)]
+    text = _every_text(wh)
+    for secret in GATEWAY.values():
+        assert secret.split("tok-")[1] not in text, secret
+    for name in ("x-auth-token", "semicolon", "encoded"):
+        assert _fingerprint(GATEWAY[name]) in text  # the account is still the key's hash

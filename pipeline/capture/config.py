@@ -148,25 +148,30 @@ def load_config(path: Path) -> ProxyConfig:
     )
 
 
+LISTEN_FORMAT = "--listen wants HOST:PORT, e.g. 127.0.0.1:8787"
+
+
 def parse_listen(value: str) -> tuple[str, int]:
-    """`HOST:PORT`, `[v6]:PORT` or `:PORT` (loopback) -> (host, port)."""
+    """`HOST:PORT`, `[v6]:PORT`, `:PORT` or a bare `PORT` (both loopback) -> (host, port).
+
+    Anything else (a host without a port, an unbracketed IPv6 address, a port that is not a
+    number from 0 to 65535) is a UsageError naming the expected form."""
     text = value.strip()
+    if text.isdigit():
+        text = ":" + text
     if text.startswith("["):
-        host, _, port = text[1:].partition("]:")
+        host, sep, port = text[1:].partition("]:")
     else:
         host, sep, port = text.rpartition(":")
-        if not sep:
-            host, port = text, "8787"
-    host = host or "127.0.0.1"
-    try:
-        number = int(port)
-    except ValueError:
-        raise UsageError(
-            f"--listen {value!r}: port is not a number", hint="e.g. 127.0.0.1:8787"
-        ) from None
-    if not 0 <= number <= 65535:
-        raise UsageError(f"--listen {value!r}: port out of range")
-    return host, number
+        if ":" in host:
+            raise UsageError(
+                f"--listen {value!r}: write an IPv6 address in brackets", hint="e.g. [::1]:8787"
+            )
+    if not sep:
+        raise UsageError(f"{LISTEN_FORMAT}; got {value!r}", hint="a bare port means 127.0.0.1:PORT")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"{LISTEN_FORMAT}; got {value!r} (the port is a number, 0 to 65535)")
+    return host or "127.0.0.1", int(port)
 
 
 def is_loopback(host: str) -> bool:

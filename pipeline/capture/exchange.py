@@ -42,6 +42,12 @@ HOP_BY_HOP = frozenset(
 )
 
 
+# Request headers a client may add to label its exchanges; every capture path (proxy, SDK hooks,
+# mitmproxy addon) records them as the record's hints and removes them before the request goes
+# upstream (they are ours, not the provider's).
+HINT_HEADERS = ("x-cacheaudit-session", "x-cacheaudit-agent", "x-cacheaudit-tags")
+
+
 @dataclass(frozen=True, slots=True)
 class Hints:
     session_id: str | None = None
@@ -52,6 +58,22 @@ class Hints:
 def header_value(headers: list[tuple[str, str]], name: str) -> str | None:
     name = name.lower()
     return next((v for k, v in headers if k.lower() == name), None)
+
+
+def hints_from_headers(headers: list[tuple[str, str]], default: Hints | None = None) -> Hints:
+    """The hints the `x-cacheaudit-*` request headers give (`x-cacheaudit-tags` is comma
+    separated); a header that is absent or blank leaves `default`'s value (a proxy route's
+    agent, the hooks' keyword arguments, the addon's `cacheaudit_agent`)."""
+    default = default or Hints()
+    session = (header_value(headers, "x-cacheaudit-session") or "").strip()
+    agent = (header_value(headers, "x-cacheaudit-agent") or "").strip()
+    raw_tags = header_value(headers, "x-cacheaudit-tags") or ""
+    tags = tuple(t.strip() for t in raw_tags.split(",") if t.strip())
+    return Hints(
+        session_id=session or default.session_id,
+        agent=agent or default.agent,
+        tags=tags or default.tags,
+    )
 
 
 @dataclass

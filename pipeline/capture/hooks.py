@@ -9,6 +9,8 @@ out exactly as they would have. A streamed response is recorded as the applicati
 each chunk is timed when the application's read returns it and handed on unchanged; the record
 is written when the response is closed (the SDKs close it at the end of a stream). An
 application that stops reading early produces a `client_disconnected` record with what it read.
+The proxy's `x-cacheaudit-session` / `-agent` / `-tags` request headers are honoured here too:
+they override the client's hints for that request and are removed before it goes out.
 
 Two HTTP libraries are served, because SDKs differ: `httpx` (`recording_client`,
 `async_recording_client`; accepted by the OpenAI SDK) and its successor `httpx2`
@@ -30,11 +32,13 @@ import httpx
 from pipeline.capture.exchange import (
     CLIENT_DISCONNECTED,
     COMPLETE,
+    HINT_HEADERS,
     INTERRUPTED,
     UPSTREAM_TIMEOUT,
     UPSTREAM_UNREACHABLE,
     ExchangeRecorder,
     Hints,
+    hints_from_headers,
 )
 from pipeline.capture.writer import CaptureWriter, shared_writer
 
@@ -50,6 +54,19 @@ def _emitter(writer: CaptureWriter) -> Emit:
 
 def _headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
+
+
+def _start(request: Any, body: bytes, default: Hints) -> ExchangeRecorder:
+    """The recorder for `request`. The `x-cacheaudit-*` hint headers, as the proxy honours them,
+    override the client's hints for this exchange and are removed from the request before it
+    goes out (and so from the record)."""
+    headers = _headers(request.headers.raw)
+    hints = hints_from_headers(headers, default)
+    if any(name.lower() in HINT_HEADERS for name, _ in headers):
+        for name in HINT_HEADERS:
+            request.headers.pop(name, None)
+        headers = _headers(request.headers.raw)
+    return ExchangeRecorder(request.method, str(request.url), headers, body, hints)
 
 
 def _fail(rec: ExchangeRecorder, exc: Exception, mod: ModuleType) -> None:
@@ -122,10 +139,7 @@ def _classes(module_name: str) -> dict[str, type]:
             self.inner, self._emit, self._hints = inner, emit, hints
 
         def handle_request(self, request: Any) -> Any:
-            body = request.read()
-            rec = ExchangeRecorder(
-                request.method, str(request.url), _headers(request.headers.raw), body, self._hints
-            )
+            rec = _start(request, request.read(), self._hints)
             try:
                 response = self.inner.handle_request(request)
             except mod.TransportError as exc:
@@ -151,10 +165,7 @@ def _classes(module_name: str) -> dict[str, type]:
             self.inner, self._emit, self._hints = inner, emit, hints
 
         async def handle_async_request(self, request: Any) -> Any:
-            body = await request.aread()
-            rec = ExchangeRecorder(
-                request.method, str(request.url), _headers(request.headers.raw), body, self._hints
-            )
+            rec = _start(request, await request.aread(), self._hints)
             try:
                 response = await self.inner.handle_async_request(request)
             except mod.TransportError as exc:

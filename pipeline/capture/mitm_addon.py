@@ -5,8 +5,10 @@
 
 Only POSTs to LLM API paths are recorded unless `--set cacheaudit_all=true`. Responses of
 recorded flows are streamed (not buffered by mitmproxy), so SSE reaches the client as it arrives
-and each chunk's arrival time is kept. This module needs mitmproxy; the flow -> record logic is
-in `pipeline.capture.mitm_flow`, which does not.
+and each chunk's arrival time is kept. The `x-cacheaudit-session` / `-agent` / `-tags` request
+headers become the record's hints, as in the proxy, and are removed before the request goes
+upstream. This module needs mitmproxy; the flow -> record logic is in
+`pipeline.capture.mitm_flow`, which does not.
 
 mitmproxy may also live in its own environment (on Python 3.11 the only mitmproxy, 11.x, pins
 h11 0.14, which breaks httpx in cacheaudit's environment): that environment needs orjson, xxhash
@@ -43,11 +45,18 @@ def _load_own_package() -> None:
 _load_own_package()
 
 from pipeline.capture.exchange import Hints  # noqa: E402
-from pipeline.capture.mitm_flow import ChunkTap, FlowSnapshot, snapshot_record, wanted  # noqa: E402
+from pipeline.capture.mitm_flow import (  # noqa: E402
+    ChunkTap,
+    FlowSnapshot,
+    snapshot_record,
+    take_hints,
+    wanted,
+)
 from pipeline.capture.writer import CaptureWriter  # noqa: E402
 
 _TAP = "cacheaudit_tap"
 _DONE = "cacheaudit_written"
+_HINTS = "cacheaudit_hints"
 
 
 def _headers(fields: Any) -> list[tuple[str, str]]:
@@ -70,6 +79,10 @@ class CacheauditRecorder:
         if self.writer is not None:
             self.writer.close()
 
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        # Before the request goes upstream: the x-cacheaudit-* hint headers are ours.
+        flow.metadata[_HINTS] = take_hints(flow.request.headers, self._hints())
+
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is None or not wanted(
             flow.request.method, flow.request.path, ctx.options.cacheaudit_all
@@ -91,7 +104,8 @@ class CacheauditRecorder:
         if not wanted(flow.request.method, flow.request.path, ctx.options.cacheaudit_all):
             return
         flow.metadata[_DONE] = True
-        self.writer.write_record(snapshot_record(snapshot(flow), self._hints()))
+        hints = flow.metadata.get(_HINTS) or self._hints()
+        self.writer.write_record(snapshot_record(snapshot(flow), hints))
 
     def _hints(self) -> Hints:
         return Hints(agent=ctx.options.cacheaudit_agent or None)

@@ -16,10 +16,12 @@ from pipeline.capture.decode import BodyDecoder
 from pipeline.capture.exchange import (
     CLIENT_DISCONNECTED,
     COMPLETE,
+    HINT_HEADERS,
     INTERRUPTED,
     UPSTREAM_TIMEOUT,
     UPSTREAM_UNREACHABLE,
     Hints,
+    hints_from_headers,
 )
 from pipeline.capture_format import make_record
 from pipeline.providers import api_from_path
@@ -89,6 +91,18 @@ def outcome_for(error: str | None, got_response: bool) -> str:
     if "timeout" in text or "timed out" in text:
         return UPSTREAM_TIMEOUT
     return UPSTREAM_UNREACHABLE
+
+
+def take_hints(headers: Any, default: Hints) -> Hints:
+    """The hints of mitmproxy request `headers` (a `mitmproxy.http.Headers`: `.fields` as
+    (bytes, bytes) pairs, `del headers[name]` drops every occurrence). The `x-cacheaudit-*`
+    headers override `default` as in the proxy and are removed, so they do not go upstream."""
+    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.fields]
+    hints = hints_from_headers(pairs, default)
+    for name in HINT_HEADERS:
+        if name in headers:
+            del headers[name]
+    return hints
 
 
 def wanted(method: str, path: str, record_all: bool) -> bool:

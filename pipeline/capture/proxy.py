@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import http.cookiejar
 import logging
 import signal
@@ -36,6 +37,7 @@ from pipeline.capture.config import ProxyConfig, UpstreamRoute, exposure_warning
 from pipeline.capture.exchange import (
     CLIENT_DISCONNECTED,
     COMPLETE,
+    HINT_HEADERS,
     HOP_BY_HOP,
     INTERRUPTED,
     UPSTREAM_TIMEOUT,
@@ -43,6 +45,7 @@ from pipeline.capture.exchange import (
     ExchangeRecorder,
     Hints,
     header_value,
+    hints_from_headers,
 )
 from pipeline.capture.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, FsyncPolicy
 from pipeline.errors import NetworkError
@@ -54,7 +57,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Log = Callable[[str], None]
 
-HINT_HEADERS = ("x-cacheaudit-session", "x-cacheaudit-agent", "x-cacheaudit-tags")
 _DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", *HINT_HEADERS}
 
 
@@ -323,12 +325,7 @@ def _describe(exc: Exception, rec: ExchangeRecorder) -> str:
 
 
 def _hints(headers: list[tuple[str, str]], route: UpstreamRoute) -> Hints:
-    tags = header_value(headers, "x-cacheaudit-tags")
-    return Hints(
-        session_id=header_value(headers, "x-cacheaudit-session"),
-        agent=header_value(headers, "x-cacheaudit-agent") or route.agent,
-        tags=tuple(t.strip() for t in tags.split(",") if t.strip()) if tags else (),
-    )
+    return hints_from_headers(headers, Hints(agent=route.agent))
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -359,14 +356,15 @@ def bind(listen: str) -> socket.socket:
     return listening_socket(
         host,
         port,
-        shown=listen,
+        shown=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         hint="another process may use the port; pick another with --listen 127.0.0.1:PORT",
     )
 
 
 def listening_socket(host: str, port: int, *, shown: str, hint: str) -> socket.socket:
     """A TCP socket listening on host:port for uvicorn (`shown` names it in the error); a
-    failure to bind (port in use, address not here, no permission) is a NetworkError."""
+    failure to bind (port in use, address not here, no permission) is a NetworkError, with
+    `hint` when the port may be taken and a hint about the host when it is not this machine's."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose proto
     # says TCP, and without it Nagle holds a small SSE chunk back ~40 ms behind delayed ACKs.
@@ -377,6 +375,8 @@ def listening_socket(host: str, port: int, *, shown: str, hint: str) -> socket.s
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            hint = f"{host} is not an address of this machine; use 127.0.0.1 to stay local"
         raise NetworkError(f"cannot listen on {shown}: {exc.strerror or exc}", hint=hint) from exc
     sock.listen(1024)
     sock.set_inheritable(True)
@@ -443,10 +443,10 @@ def serve(
     then cancels the rest (recorded as interrupted); the writer is synced and closed last.
     """
     host, _ = parse_listen(listen)
+    sock = bind(listen)  # first: no exposure warning for an address that cannot be bound
     warning = exposure_warning(host)
     if warning:
         log(warning)
-    sock = bind(listen)
     writer = CaptureWriter(out_dir, fsync=fsync, rotate_bytes=rotate_bytes or DEFAULT_ROTATE_BYTES)
     app = CaptureProxy(config, writer, options, log)
     bound_host, bound_port = sock.getsockname()[:2]

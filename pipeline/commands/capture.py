@@ -32,10 +32,16 @@ def proxy(
     ] = None,
     listen: Annotated[
         str | None,
-        typer.Option(help="HOST:PORT to listen on. [default: 127.0.0.1:8787]"),
+        typer.Option(
+            # The default is shown, not set (a --config file's `listen` applies when omitted);
+            # `\\[` keeps rich from reading `[default: ...]` as markup and dropping it.
+            help="HOST:PORT to listen on; a bare PORT means 127.0.0.1:PORT."
+            " \\[default: 127.0.0.1:8787]",
+        ),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Capture directory. [default: capture]")
+        Path | None,
+        typer.Option("--out", "-o", help="Capture directory. \\[default: capture]"),
     ] = None,
     config: Annotated[
         Path | None,
@@ -68,10 +74,14 @@ def proxy(
 ) -> None:
     """Run a recording reverse proxy: point an SDK's base URL at it.
 
-    Forwards every request unchanged, streams responses back as they arrive, and appends one
-    record per exchange to DIR/capture-<hour>Z-p<pid>.jsonl (keys redacted). Ctrl-C or SIGTERM
-    stops it after in-flight exchanges finish (--shutdown-grace); the rest are recorded as
-    interrupted.
+    Forwards every request unchanged, streams responses back as they arrive,
+    and appends one record per exchange to OUT/capture-<hour>Z-p<pid>.jsonl
+    (keys redacted). Ctrl-C or SIGTERM stops it once exchanges in flight
+    finish (--shutdown-grace).
+
+    Example: cacheaudit capture proxy --upstream https://api.openai.com
+    then run the client with OPENAI_BASE_URL=http://127.0.0.1:8787/v1
+    (Anthropic: ANTHROPIC_BASE_URL=http://127.0.0.1:8787)
     """
     from pipeline.capture.config import DEFAULT_LISTEN, ProxyConfig, load_config, upstream_route
     from pipeline.capture.proxy import ProxyOptions, serve
