@@ -12,7 +12,8 @@
 --   a class of the changed text, and a short redacted excerpt (schemas/cache_breaks.json).
 --   tokens_lost is NULL (unknown) when this request's or its parent's input tokens are unknown
 --   (e.g. an interrupted stream) or neither the reported nor the expected read is; a cold
---   start's is 0.
+--   start's is 0. A request without prompt segments (an OTel span that carried no content)
+--   cannot be analysed, so it gets no row at all, not a cold start.
 WITH turns AS (
     SELECT
         c.request_id, c.conversation_id, c.turn, c.parent_request_id, c.agent, c.started_at,
@@ -25,6 +26,7 @@ WITH turns AS (
     JOIN request_prefix AS p USING (request_id)
     JOIN requests AS r USING (request_id)
     JOIN expected_cache AS e USING (request_id)
+    WHERE coalesce(p.segment_count, 0) > 0
 ),
 
 with_parent AS (
@@ -119,11 +121,13 @@ at_change AS (
 caused AS (
     SELECT
         d.*, a.new_kind, a.new_role, a.new_hash, a.old_kind, a.old_role, a.old_hash,
-        -- the earliest prompt layer touched: 0 tools, 1 system/schema, 2 messages
+        -- the earliest prompt layer touched: 0 tools, 1 system/schema/explicit cache, 2 messages
         least(
             CASE a.new_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                            WHEN 'cached_content' THEN 1
                  WHEN 'message' THEN 2 END,
             CASE a.old_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                            WHEN 'cached_content' THEN 1
                  WHEN 'message' THEN 2 END
         )                                                               AS layer,
         CASE
@@ -136,8 +140,10 @@ caused AS (
             WHEN d.common_segments < d.parent_segments THEN
                 CASE least(
                     CASE a.new_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                                    WHEN 'cached_content' THEN 1
                          ELSE 2 END,
                     CASE a.old_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
+                                    WHEN 'cached_content' THEN 1
                          ELSE 2 END)
                     WHEN 0 THEN 'tools_changed' WHEN 1 THEN 'system_changed'
                     ELSE 'history_rewritten' END

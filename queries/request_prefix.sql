@@ -44,10 +44,14 @@ seg AS NOT MATERIALIZED (
         q.rid_ord, q.t_us, s.position, s.bytes,
         q.t_us - q.lookback_us                                          AS lookback_from_us,
         q.t_us - q.lifetime_us                                          AS alive_from_us,
-        CASE s.kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 2 ELSE 3 END
-            ::UTINYINT                                                  AS kind_code,
+        -- a Gemini explicit cache (`cachedContent`) is its own kind: the prefix before the
+        -- tools, never the start of the history
+        CASE s.kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 2
+             WHEN 'cached_content' THEN 4 ELSE 3 END::UTINYINT          AS kind_code,
+        -- the reply role: `assistant`, or `model` in the Gemini dialects
         CASE s.role WHEN 'system' THEN 1 WHEN 'developer' THEN 2 WHEN 'user' THEN 3
-             WHEN 'assistant' THEN 4 WHEN 'tool' THEN 5 ELSE 0 END::UTINYINT AS role_code,
+             WHEN 'assistant' THEN 4 WHEN 'model' THEN 4 WHEN 'tool' THEN 5 ELSE 0 END
+            ::UTINYINT                                                  AS role_code,
         s.segment_hash,
         s.position = q.segment_count - 1                                AS is_end,
         -- a cache_control breakpoint at this position, and one within the lookback after it
@@ -145,7 +149,8 @@ per_request AS (
         bit_xor(hash(xor(hash(f.segment_hash), f.position::UBIGINT))) FILTER (WHERE f.kind_code = 0)
                                                                         AS tools_hash,
         bit_xor(hash(f.segment_hash)) FILTER (WHERE f.kind_code = 0)    AS tools_set_hash,
-        bit_xor(hash(xor(hash(f.segment_hash), f.position::UBIGINT))) FILTER (WHERE f.kind_code IN (1, 2))
+        -- the system layer: output schema, system prompt and an explicit cache (cachedContent)
+        bit_xor(hash(xor(hash(f.segment_hash), f.position::UBIGINT))) FILTER (WHERE f.kind_code IN (1, 2, 4))
                                                                         AS system_hash,
         sum(f.bytes) FILTER (WHERE f.kind_code = 0)                     AS tools_bytes,
         bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
@@ -174,7 +179,7 @@ final AS (
         coalesce(b.live_bytes, 0)::BIGINT                               AS live_bytes,
         b.first_diverging_position::INTEGER                             AS first_diverging_position,
         CASE b.diverging_kind_code WHEN 0 THEN 'tool' WHEN 1 THEN 'schema' WHEN 2 THEN 'system'
-             WHEN 3 THEN 'message' END                                  AS diverging_kind,
+             WHEN 3 THEN 'message' WHEN 4 THEN 'cached_content' END     AS diverging_kind,
         CASE b.diverging_role_code WHEN 1 THEN 'system' WHEN 2 THEN 'developer'
              WHEN 3 THEN 'user' WHEN 4 THEN 'assistant' WHEN 5 THEN 'tool' END AS diverging_role,
         b.unit_bytes::BIGINT                                            AS unit_bytes,

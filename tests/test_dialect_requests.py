@@ -40,8 +40,11 @@ def test_anthropic_segments_are_tools_then_system_blocks_then_messages_with_brea
     assert info.cache_ttls == ["1h", "5m"]
     assert info.model == "claude-sonnet-4-5"
     assert info.stream is True
-    # Segment bytes are the exact compact JSON of the block, key order preserved.
-    assert info.segments[2].data == orjson.dumps(body["system"][1])
+    # Segment bytes are the exact compact JSON of the block, key order preserved, without the
+    # cache marker (a breakpoint is not content).
+    assert info.segments[1].data == orjson.dumps(body["system"][0])
+    assert info.segments[2].data == b'{"type":"text","text":"S2"}'
+    assert info.segments[4].data == b'{"role":"assistant","content":[{"type":"text","text":"b"}]}'
 
 
 def test_an_anthropic_string_system_prompt_is_one_segment() -> None:
@@ -116,14 +119,12 @@ def test_bedrock_model_id_is_percent_decoded_from_the_path_and_cache_points_reco
     info = converse.parse_request(body, url)
     assert info.model == "us.anthropic.claude-v1:0"
     assert info.stream is True
-    assert kinds(info) == [
-        ("tool", None),
-        ("system", "system"),
-        ("system", "system"),
-        ("message", "user"),
-    ]
-    assert info.cache_breakpoints == [2, 3]
+    # The cachePoint entries are markers, not content: no segment of their own, and the
+    # breakpoint is on the segment they close.
+    assert kinds(info) == [("tool", None), ("system", "system"), ("message", "user")]
+    assert info.cache_breakpoints == [1, 2]
     assert info.cache_ttls == ["5m", "5m"]
+    assert info.segments[2].data == b'{"role":"user","content":[{"text":"q"}]}'
 
 
 def test_interactions_segments_are_tools_system_then_input_turns() -> None:

@@ -164,3 +164,22 @@ def test_span_status_error_is_read_from_the_enum_number_or_name(
     (item,) = list(iter_otlp(path))
     assert isinstance(item, Exchange)
     assert normalise(item, "x").row["outcome"] == "http_error"
+
+
+def test_spans_without_prompt_content_get_no_cache_break_row(tmp_path: Path) -> None:
+    from pipeline import sql as sqlmod
+    from pipeline.ingest import ingest
+    from pipeline.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    ingest([FIXTURE], wh)
+    con = sqlmod.connect(wh)
+    [(without_content,)] = con.sql(
+        "SELECT count(*) FROM requests WHERE segment_count = 0"
+    ).fetchall()
+    assert without_content > 0
+    [(breaks,)] = con.sql(
+        "SELECT count(*) FROM cache_breaks JOIN requests USING (request_id)"
+        " WHERE requests.segment_count = 0"
+    ).fetchall()
+    assert breaks == 0  # not one cold start per span: nothing to analyse

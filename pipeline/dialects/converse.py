@@ -18,8 +18,12 @@ HTTP errors are `{"message": ...}` with the type in the `x-amzn-errortype` heade
 
 Prompt order for segments: tools (`toolConfig.tools`), then `system` blocks, then messages; for
 Anthropic models Bedrock renders the Anthropic order (tools, system, messages). A `cachePoint`
-block is kept as its own segment (tools, system) or marks the message that holds it, and its
-position goes to cache_breakpoints.
+block is a marker, not content: it is left out of the segment bytes (a `{"cachePoint": ...}`
+entry of `tools` or `system` makes no segment, one inside a message's `content` is dropped from
+that message's bytes), and the breakpoint goes to cache_breakpoints at the segment it closes:
+the tool or system block before it, or the message that holds it. So moving the cachePoint to
+the newest message every turn does not change the history's hashes, as for Anthropic's
+`cache_control`. The TTL is the point's `ttl` ("5m" by default).
 """
 
 from __future__ import annotations
@@ -83,26 +87,43 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
     breakpoints: list[int] = []
     ttls: list[str] = []
 
-    def add(kind: str, role: str | None, value: Any, cache_point: Any) -> None:
-        if cache_point is not None:
-            breakpoints.append(len(segments))
-            ttl = cache_point.get("ttl") if isinstance(cache_point, dict) else None
-            ttls.append(ttl if isinstance(ttl, str) else "5m")
-        segments.append(segment(kind, role, value))
+    def mark(cache_point: Any) -> None:
+        """A breakpoint at the last segment so far (the content the point closes)."""
+        at = len(segments) - 1
+        if at < 0 or (breakpoints and breakpoints[-1] == at):
+            return
+        breakpoints.append(at)
+        ttl = cache_point.get("ttl") if isinstance(cache_point, dict) else None
+        ttls.append(ttl if isinstance(ttl, str) else "5m")
+
+    def add_list(kind: str, role: str | None, items: Any) -> None:
+        for item in items or ():
+            if _has_cache_point(item):
+                mark(item["cachePoint"])
+            else:
+                segments.append(segment(kind, role, item))
 
     config = body.get("toolConfig")
-    for tool in (config.get("tools") if isinstance(config, dict) else None) or ():
-        add("tool", None, tool, tool.get("cachePoint") if _has_cache_point(tool) else None)
-    for block in body.get("system") or ():
-        add("system", "system", block, block.get("cachePoint") if _has_cache_point(block) else None)
+    add_list("tool", None, config.get("tools") if isinstance(config, dict) else None)
+    add_list("system", "system", body.get("system"))
     for message in body.get("messages") or ():
         point = None
+        role = None
         if isinstance(message, dict):
-            for block in message.get("content") or ():
-                if _has_cache_point(block):
-                    point = block["cachePoint"]
-        role = as_str(message.get("role")) if isinstance(message, dict) else None
-        add("message", role, message, point)
+            role = as_str(message.get("role"))
+            content = message.get("content")
+            if isinstance(content, list) and any(map(_has_cache_point, content)):
+                # Copied only when it holds a point: the point's bytes are not content.
+                for block in content:
+                    if _has_cache_point(block):
+                        point = block["cachePoint"]
+                message = {
+                    **message,
+                    "content": [b for b in content if not _has_cache_point(b)],
+                }
+        segments.append(segment("message", role, message))
+        if point is not None:
+            mark(point)
     return RequestInfo(
         model=model_from_url(url) or as_str(body.get("modelId")),
         stream=urlsplit(url).path.endswith("/converse-stream"),

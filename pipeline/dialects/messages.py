@@ -22,6 +22,15 @@ Prompt order for segments: tools, then system, then messages: the order Anthropi
 for its cache prefix ("tools, system, messages"). Each tool, each system block (a string system
 is one segment) and each message is one segment. Positions carrying `cache_control` go to
 `cache_breakpoints`, with the TTL ("5m" default, or the block's `ttl`) in `cache_ttls`.
+
+The markers themselves are NOT part of a segment's bytes: `cache_control` is dropped from each
+tool, system block, message and message content block before hashing. A cache entry is the
+content up to a breakpoint, and Anthropic finds an entry written at an earlier breakpoint from a
+later request that no longer marks that block (the lookback over earlier block boundaries), so
+the documented multi-turn pattern, moving the breakpoint to the newest message every turn, keeps
+the history's hashes unchanged (the simulator's tokeniser drops the markers too). A body-level
+`cache_control` (automatic caching) is a breakpoint on the last segment, with its TTL, unless
+that segment already has one.
 """
 
 from __future__ import annotations
@@ -67,25 +76,53 @@ USAGE_MAP = DialectMap(
         "A stream cut before its final `message_delta` keeps message_start's input and cache "
         "counts; output_tokens is then NULL (message_start's value is a placeholder).",
         "Segments: tools, then system blocks, then messages; `cache_control` positions are "
-        "recorded as cache breakpoints with their TTL.",
+        "recorded as cache breakpoints with their TTL, and the markers are left out of the "
+        "segment bytes (moving a breakpoint does not change the prompt's hashes). A body-level "
+        "`cache_control` (automatic caching) is a breakpoint on the last segment.",
     ),
 )
 
 
-def _cache_ttl(value: Any) -> str | None:
-    if isinstance(value, dict) and isinstance(value.get("cache_control"), dict):
-        ttl = value["cache_control"].get("ttl")
+def _ttl(control: Any) -> str | None:
+    """The TTL of a `cache_control` value: its `ttl`, "5m" by default; None when not a marker."""
+    if isinstance(control, dict):
+        ttl = control.get("ttl")
         return ttl if isinstance(ttl, str) else "5m"
     return None
 
 
-def _message_ttl(message: Any) -> str | None:
-    ttl = _cache_ttl(message)
-    content = message.get("content") if isinstance(message, dict) else None
+def _unmarked(value: Any) -> tuple[Any, str | None]:
+    """(the block without its `cache_control` key, that marker's TTL or None). The block is
+    copied only when it carries the key: most blocks do not, and this runs per segment."""
+    if isinstance(value, dict) and "cache_control" in value:
+        ttl = _ttl(value["cache_control"])
+        return {k: v for k, v in value.items() if k != "cache_control"}, ttl
+    return value, None
+
+
+def _unmarked_message(message: Any) -> tuple[Any, str | None]:
+    """A message without the markers on it and on its content blocks, and the last marker's
+    TTL (one pass finds the TTL and whether anything needs copying)."""
+    if not isinstance(message, dict):
+        return message, None
+    ttl = None
+    if "cache_control" in message:
+        message, ttl = _unmarked(message)
+    content = message.get("content")
     if isinstance(content, list):
         for block in content:
-            ttl = _cache_ttl(block) or ttl
-    return ttl
+            if isinstance(block, dict) and "cache_control" in block:
+                break
+        else:
+            return message, ttl  # no marked block: nothing to copy (the common case)
+        blocks = []
+        for block in content:
+            if isinstance(block, dict) and "cache_control" in block:
+                block, block_ttl = _unmarked(block)
+                ttl = block_ttl or ttl
+            blocks.append(block)
+        message = {**message, "content": blocks}
+    return message, ttl
 
 
 def parse_request(body: Any, url: str = "") -> RequestInfo:
@@ -100,16 +137,21 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
         segments.append(segment(kind, role, value))
 
     for tool in body.get("tools") or ():
-        add("tool", None, tool, _cache_ttl(tool))
+        add("tool", None, *_unmarked(tool))
     system = body.get("system")
     if isinstance(system, str) and system:
         add("system", "system", system, None)
     elif isinstance(system, list):
         for block in system:
-            add("system", "system", block, _cache_ttl(block))
+            add("system", "system", *_unmarked(block))
     for message in body.get("messages") or ():
         role = as_str(message.get("role")) if isinstance(message, dict) else None
-        add("message", role, message, _message_ttl(message))
+        add("message", role, *_unmarked_message(message))
+    # Automatic caching: a body-level marker is a breakpoint on the last cacheable segment.
+    auto = _ttl(body.get("cache_control"))
+    if auto is not None and segments and (not breakpoints or breakpoints[-1] != len(segments) - 1):
+        breakpoints.append(len(segments) - 1)
+        ttls.append(auto)
     stream = body.get("stream")
     return RequestInfo(
         model=as_str(body.get("model")),
