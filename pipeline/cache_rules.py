@@ -18,7 +18,8 @@ Columns (one rule per row):
 - min_tokens: prompts (or prefixes) shorter than this are not cached; empty = no minimum.
 - granularity_tokens: the read is a multiple of this; empty = 1.
 - lifetime_s: seconds a cached prefix lives without use; empty = unpublished (lookback used).
-- extended_lifetime_s: the lifetime when the request asked for a long one (Anthropic 1h).
+- extended_lifetime_s: the lifetime when the request asked for a long one (Anthropic 1h,
+  OpenAI prompt_cache_retention 24h).
 - lookback_s: how far back to look for a shared prefix at all.
 - breakpoint_lookback: blocks before a breakpoint where a hit is still found (Anthropic ~20).
 - note: where the rule comes from.

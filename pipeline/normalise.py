@@ -17,6 +17,7 @@ from xxhash import xxh3_128_digest
 from pipeline import providers
 from pipeline.dialects import DIALECTS
 from pipeline.dialects.common import header
+from pipeline.dialects.fields import consistent
 from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
 from pipeline.redact import redact_text
 
@@ -254,7 +255,7 @@ def build(
     else:
         kinds, roles, data = segments
     digests, prefixes = hash_chain(data)
-    usage = response.usage or Usage()
+    usage = consistent(response.usage) if response.usage is not None else Usage()
     passes = usage.pass_prompt_tokens
     if timing is None:
         first_reasoning, first_text = _arrival_ms(

@@ -7,6 +7,8 @@ instrumentations that copied Anthropic's or Bedrock's exclusive `input_tokens` b
 and the break is visible when cache read + write exceed the input count: then the cache counts
 are added to it (usage_semantics `otel_exclusive_fixed`). When the counts do not betray it the
 spec's inclusive reading is taken (both shapes accepted as far as they can be told apart).
+A negative attribute value is not a count: its column is NULL before that test (fields.py), so a
+negative input never makes a span look exclusive.
 
 Spans carry usage and timing but normally NO prompt bytes: unless the instrumentation captured
 content (`gen_ai.input.messages`, `gen_ai.system_instructions`, `gen_ai.tool.definitions`, or

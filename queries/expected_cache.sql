@@ -12,7 +12,10 @@ WITH joined AS (
         r.input_tokens, r.cache_read_tokens,
         m.rule_id, m.unit_model, m.min_tokens, coalesce(m.granularity_tokens, 1) AS granularity,
         coalesce(
+            -- the rule's extended lifetime when the request asked for it: Anthropic ttl 1h,
+            -- OpenAI prompt_cache_retention 24h (recorded as cache_ttls '24h')
             CASE WHEN r.cache_write_1h_tokens > 0 OR list_contains(r.cache_ttls, '1h')
+                   OR list_contains(r.cache_ttls, '24h')
                  THEN m.extended_lifetime_s END,
             m.lifetime_s
         )                                                               AS lifetime_s

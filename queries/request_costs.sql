@@ -197,8 +197,9 @@ computed AS (
 ),
 
 -- Ideal: every token expected_cache says was reusable is read from the cache. The extra reads
--- come out of the 1h writes first, then 5m writes, then uncached input (the prefix order);
--- fewer expected than actual reads turn the difference into uncached input.
+-- come out of the 1h writes first, then 5m writes, then uncached input (the prefix order).
+-- A request that read MORE than expected keeps its reads: nothing is left on its table (0),
+-- never a negative amount that would cancel other requests' losses in a sum.
 ideal_tokens AS (
     SELECT
         c.*,
@@ -224,9 +225,10 @@ ideal_moves AS (
 ideal_buckets AS (
     SELECT
         *,
-        uncached_input_tokens - (greatest(delta, 0) - move_1h - move_5m) + greatest(-delta, 0)
+        uncached_input_tokens - (greatest(delta, 0) - move_1h - move_5m)
                                                                         AS ideal_unc,
-        cache_read_tokens + delta                                       AS ideal_read,
+        -- (CASE, not greatest: greatest skips NULL, and an unknown delta must stay unknown)
+        cache_read_tokens + CASE WHEN delta < 0 THEN 0 ELSE delta END   AS ideal_read,
         w5m_tokens - move_5m                                            AS ideal_w5m,
         w1h_tokens - move_1h                                            AS ideal_w1h
     FROM ideal_moves
@@ -243,6 +245,16 @@ ideal AS (
                ELSE ideal_w1h * p_w1h / 1e6 END
         + c_out                                                         AS ideal_raw
     FROM ideal_buckets
+),
+
+-- Never negative (reads above the expectation are kept, so only a price row charging more for
+-- a hit than for a miss could make it so); NULL stays NULL (greatest would skip it).
+left_over AS (
+    SELECT
+        *,
+        CASE WHEN cost_computed - ideal_raw < 0 THEN 0::DOUBLE
+             ELSE cost_computed - ideal_raw END                         AS left_raw
+    FROM ideal
 ),
 
 final AS (
@@ -282,12 +294,12 @@ final AS (
         END                                                             AS savings,
         i.expected_read_tokens,
         CASE WHEN i.currency = i.price_currency AND i.cost_computed IS NOT NULL
-             THEN coalesce(i.reported_cost, i.cost_computed) - (i.cost_computed - i.ideal_raw)
+             THEN coalesce(i.reported_cost, i.cost_computed) - i.left_raw
         END                                                             AS cost_if_ideal,
         CASE WHEN i.currency = i.price_currency AND i.cost_computed IS NOT NULL
-             THEN i.cost_computed - i.ideal_raw END                     AS left_on_table,
+             THEN i.left_raw END                                        AS left_on_table,
         d.price_digest
-    FROM ideal AS i
+    FROM left_over AS i
     CROSS JOIN price_digest_source AS d
 )
 

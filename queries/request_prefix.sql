@@ -27,6 +27,7 @@ req AS (
         coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
         coalesce(
             CASE WHEN r.cache_write_1h_tokens > 0 OR list_contains(r.cache_ttls, '1h')
+                      OR list_contains(r.cache_ttls, '24h')
                  THEN m.extended_lifetime_s END,
             m.lifetime_s, m.lookback_s, 86400
         ) * 1000000                                                     AS lifetime_us,

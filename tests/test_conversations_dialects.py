@@ -321,3 +321,39 @@ def test_anthropic_automatic_caching_expects_the_previous_turn_to_be_read(tmp_pa
         0
     ]
     assert rows[1][6] > 0.9 * first_bytes / 4
+
+
+def _responses(at: datetime, rid: str, body: dict[str, Any]) -> bytes:
+    body = {"model": "gpt-4.1", **body}
+    prompt = _tokens(body)
+    response = {
+        "id": rid,
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-4.1-2025-04-14",
+        "output": [{"type": "function_call", "call_id": f"c-{rid}", "name": "step",
+                    "arguments": "{}"}],
+        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": 5, "total_tokens": prompt + 5},
+    }  # fmt: skip
+    url = "https://api.openai.com/v1/responses"
+    return _record(at, rid, url, ("authorization", "Bearer sk-lineage-test"), body, response)
+
+
+def test_a_responses_agent_loop_of_only_tool_calls_is_one_conversation(tmp_path: Path) -> None:
+    # No item has a role except the first user message: function_call items are the model's
+    # replies and function_call_output items the tool results.
+    items: list[dict[str, Any]] = [{"role": "user", "content": "task R"}]
+    lines = []
+    for i in range(1, 6):
+        body = {"instructions": LONG, "input": list(items)}
+        lines.append(_responses(T0 + timedelta(seconds=30 * i), f"R{i}", body))
+        items += [
+            {"type": "function_call", "call_id": f"c-R{i}", "name": "step", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c-R{i}", "output": f"done {i}"},
+        ]
+    rows = _turns(_warehouse(tmp_path, lines))
+    assert [r[:5] for r in rows] == [
+        ("R1", "R1", 1, None, "new"),
+        *[(f"R{i}", "R1", i, f"R{i - 1}", "history") for i in range(2, 6)],
+    ]

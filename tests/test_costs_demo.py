@@ -107,7 +107,7 @@ def test_demo_summary_reports_coverage_per_currency(con: Any) -> None:
 
 def test_demo_left_on_table_is_the_expected_extra_reads_at_miss_minus_hit(con: Any) -> None:
     # Neither provider reports writes here, so moving d tokens from miss to hit saves
-    # d x (miss - hit).
+    # d x (miss - hit), and a request that read more than expected (d < 0) has 0 left.
     rows = con.sql(
         "SELECT r.model, r.started_at, r.input_tokens, r.cache_read_tokens,"
         " e.expected_read_tokens"
@@ -120,7 +120,8 @@ def test_demo_left_on_table_is_the_expected_extra_reads_at_miss_minus_hit(con: A
         if price is None or inp is None or expected is None:
             continue
         miss, hit, _ = price
-        left += (min(max(expected, 0), inp) - read) * (miss - hit) / 1e6
+        # reads above the expectation leave nothing on the table: 0, never negative
+        left += max(min(max(expected, 0), inp) - read, 0) * (miss - hit) / 1e6
         known += 1
     got = con.sql("SELECT sum(left_on_table), count(left_on_table) FROM request_costs").fetchall()[
         0

@@ -18,6 +18,10 @@ error (`event: error` as Groq sends, or an `error` object inside a chunk as Open
 the outcome stream_error. A stream with neither `[DONE]` nor a finish_reason nor usage ended early:
 interrupted, usage unknown.
 
+Extended retention: `prompt_cache_retention: "24h"` (OpenAI; `in_memory` is the default) is
+recorded as `cache_ttls = ["24h"]`, so expected_cache gives the request the rule's extended
+lifetime (24 h) instead of the in-memory one. The Responses dialect does the same.
+
 Prompt order assumed for segments: tool definitions, then the response_format schema, then the
 messages in order. OpenAI does not document where tools sit in the rendered prompt; it says tools
 and the schema are part of the cached prefix, so they are placed before the messages.
@@ -125,8 +129,16 @@ def request_columns(
         model=as_str(body.get("model")),
         stream=bool(stream) if stream is not None else False,
         segments=[],
+        cache_ttls=retention_ttls(body),
     )
     return request, kinds, roles, data
+
+
+def retention_ttls(body: Any) -> list[str]:
+    """`["24h"]` when the request asked OpenAI for extended prompt-cache retention
+    (`prompt_cache_retention: "24h"`), else none: the in-memory default is not recorded. Goes
+    to `cache_ttls`, where expected_cache reads it to choose the rule's extended lifetime."""
+    return ["24h"] if body.get("prompt_cache_retention") == "24h" else []
 
 
 def normalise_usage(raw: Any, provider: str = "") -> Usage | None:

@@ -13,6 +13,10 @@ A column is either:
 - `none`: the dialect never reports it, so the column is always NULL (unknown).
 Each source says what its absence means: `null` (the column is unknown) or `zero` (absent
 counts as 0, e.g. proto3 JSON omits zero counts, or an optional addend of a sum).
+
+Impossible values are not numbers: a negative count or cost makes its column NULL (a `sum` with
+a negative addend too), and cache read + write above the (cache-inclusive) input makes the cache
+counts NULL (`consistent`, usage_semantics `inconsistent`). Nothing is clamped or guessed.
 """
 
 from __future__ import annotations
@@ -111,13 +115,15 @@ def _number(value: Any, real: bool) -> int | float | None:
 
 
 def read_column(raw: Any, column: Column) -> int | float | None:
+    """The column's value; a negative one is not a count (nor a cost): NULL, with no fallback
+    to a later source or to 0 (the provider did report the field, with an impossible value)."""
     if column.op == "none":
         return None
     if column.op == "first":
         for s in column.sources:
             value = _number(_lookup(raw, s.path), column.real)
             if value is not None:
-                return value
+                return value if value >= 0 else None
         if column.sources and column.sources[-1].absent == "zero":
             return 0
         return None
@@ -128,8 +134,28 @@ def read_column(raw: Any, column: Column) -> int | float | None:
             if s.absent != "zero":
                 return None
             value = 0
+        if value < 0:
+            return None
         acc += value
     return acc
+
+
+INCONSISTENT = "inconsistent"
+
+
+def consistent(usage: Usage) -> Usage:
+    """The usage with contradicting cache counts made unknown, applied once per row after the
+    dialect (and the OTel exclusive fix) has read it. `input_tokens` includes the cache, so
+    cache read + cache write above it cannot both be right and which one is wrong is unknown:
+    the cache counts (and so `uncached_input_tokens`) become NULL, `input_tokens` is kept,
+    `usage_semantics` says `inconsistent`, and raw_usage still holds the numbers as sent."""
+    if usage.input_tokens is None:
+        return usage
+    cached = (usage.cache_read_tokens or 0) + (usage.cache_write_tokens or 0)
+    if cached > usage.input_tokens:
+        usage.cache_read_tokens = usage.cache_write_tokens = usage.cache_write_1h_tokens = None
+        usage.semantics = INCONSISTENT
+    return usage
 
 
 def read_usage(raw: Any, dmap: DialectMap, semantics: str | None = None) -> Usage | None:

@@ -48,6 +48,12 @@ def render_markdown(maps: list[DialectMap]) -> str:
         "`input_tokens - cache_read_tokens - cache_write_tokens`, an unreported write counting as",
         "none. In every dialect `input_tokens` is ALL prompt tokens, cached ones included.",
         "",
+        "Impossible values are unknown, in every dialect and in OTel spans: a negative count or",
+        "cost makes its column NULL (no fallback to another field, no 0). When cache read + cache",
+        "write exceed `input_tokens`, the counts contradict each other: the cache columns and",
+        "`uncached_input_tokens` are NULL, `input_tokens` is kept and `usage_semantics` is",
+        "`inconsistent` (`raw_usage` keeps the numbers as sent).",
+        "",
     ]
     for dmap in maps:
         lines += [

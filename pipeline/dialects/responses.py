@@ -15,7 +15,10 @@ Prompt order for segments: tools, then the `text.format` JSON schema, then `inst
 the `input` items in order. OpenAI does not document where tools sit in the rendered prompt; its
 caching guide says tools and schemas are part of the cached prefix, so they come first. Input
 that lives server-side (`previous_response_id`, `conversation`) is not in the request bytes and
-so has no segment.
+so has no segment. Items without a `role` get one from their type: what the model produced
+(`function_call`, `reasoning`, other `*_call` items) is `assistant`, `*_output` items are `tool`.
+
+`prompt_cache_retention: "24h"` is recorded as `cache_ttls = ["24h"]`, as in chat completions.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.dialects.chat_completions import retention_ttls
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
@@ -68,6 +72,23 @@ _TOOL_ITEMS = (
 )
 
 
+def _item_role(item: dict[str, Any]) -> str | None:
+    """An input item's role. Items the model produced (function_call, reasoning, *_call) have no
+    `role` but are its reply, and *_output items are tool results: without these roles an agent
+    loop made only of tool calls has no assistant turn to link its history by."""
+    role = item.get("role")
+    if isinstance(role, str):
+        return role
+    kind = item.get("type")
+    if not isinstance(kind, str):
+        return None
+    if kind.endswith("_output") or kind == "mcp_approval_response":
+        return "tool"
+    if kind == "reasoning" or kind.endswith("_call"):
+        return "assistant"
+    return None
+
+
 def parse_request(body: Any, url: str = "") -> RequestInfo:
     segments: list[SegmentRaw] = []
     for tool in body.get("tools") or ():
@@ -84,11 +105,14 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
         segments.append(segment("message", "user", items))
     elif isinstance(items, list):
         for item in items:
-            role = as_str(item.get("role")) if isinstance(item, dict) else None
+            role = _item_role(item) if isinstance(item, dict) else None
             kind = "system" if role in ("system", "developer") else "message"
             segments.append(segment(kind, role, item))
     return RequestInfo(
-        model=as_str(body.get("model")), stream=bool(body.get("stream")), segments=segments
+        model=as_str(body.get("model")),
+        stream=bool(body.get("stream")),
+        segments=segments,
+        cache_ttls=retention_ttls(body),
     )
 
 

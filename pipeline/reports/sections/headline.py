@@ -15,7 +15,8 @@ CAPTION = (
     "Hit ratio is token-weighted: cache-read tokens divided by input tokens, over requests that"
     " reported both. Cost uses the price in force at each request's own time; savings compare it"
     " with the same requests priced without caching; left on the table is what reading every"
-    " reusable prefix from cache would have saved on top. A dash means unknown, never zero."
+    " reusable prefix from cache would have saved on top (never negative: a request that read"
+    " more than expected counts 0). A dash means unknown, never zero."
 )
 
 
