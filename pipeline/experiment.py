@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
+from pipeline import providers
 from pipeline.capture.hooks import recording_client
 from pipeline.errors import InputError, NetworkError, UsageError
 from pipeline.records import ResponseInfo
@@ -382,7 +383,7 @@ def _send(client: httpx.Client, url: str, api: str, headers: dict[str, str], bod
     try:
         with client.stream("POST", url, content=body, headers=headers) as response:
             status = response.status_code
-            server = response.headers.get("x-cacheaudit-simulator") or response.headers.get(
+            server = response.headers.get(providers.SIMULATOR_HEADER) or response.headers.get(
                 "server"
             )
             for data in response.iter_bytes():

@@ -9,11 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
 import pytest
+from test_ingest_support import chat_line, chat_usage
 
 from pipeline import sql
-from pipeline.capture_format import dumps_record, make_record
 from pipeline.dialects import chat_completions, responses
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
@@ -39,49 +38,14 @@ def _exchange(
     body: dict[str, Any] = {"model": MODEL, "messages": messages}
     if retention is not None:
         body["prompt_cache_retention"] = retention
-    answer = {
-        "id": rid,
-        "object": "chat.completion",
-        "model": MODEL,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Done."},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": usage,
-    }
-    record = make_record(
-        started_at=at,
-        method="POST",
-        url="https://api.openai.com/v1/chat/completions",
-        request_headers=[("content-type", "application/json"), ("authorization", "Bearer sk-x")],
-        request_body=orjson.dumps(body),
-        status=200,
-        response_headers=[("content-type", "application/json")],
-        response_body=orjson.dumps(answer),
-        end_ms=400.0,
-        record_id=rid,
-        session_id=session,
-    )
-    return dumps_record(record)
-
-
-def _usage(prompt: int, cached: int) -> dict[str, Any]:
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": 3,
-        "total_tokens": prompt + 3,
-        "prompt_tokens_details": {"cached_tokens": cached},
-    }
+    return chat_line(at, rid, body, usage, session_id=session)
 
 
 def _conversation(session: str, retention: str | None) -> list[bytes]:
     # Turn 2 reads turn 1's whole prompt from the cache, 20 minutes later.
     return [
-        _exchange(T0, f"{session}-1", session, False, retention, _usage(1553, 0)),
-        _exchange(LATER, f"{session}-2", session, True, retention, _usage(1567, 1536)),
+        _exchange(T0, f"{session}-1", session, False, retention, chat_usage(1553, 0)),
+        _exchange(LATER, f"{session}-2", session, True, retention, chat_usage(1567, 1536)),
     ]
 
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
 import pytest
+from test_ingest_support import chat_line, chat_usage
 
 from pipeline import sql
-from pipeline.capture_format import dumps_record, make_record
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
@@ -25,37 +24,7 @@ SYSTEM = "Follow the runbook exactly. " * 220  # about 1500 tokens at 4 bytes a 
 def _exchange(
     at: datetime, rid: str, messages: list[dict[str, Any]], prompt: int, cached: int
 ) -> bytes:
-    answer = {
-        "id": rid,
-        "object": "chat.completion",
-        "model": MODEL,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Done."},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": 3,
-            "total_tokens": prompt + 3,
-            "prompt_tokens_details": {"cached_tokens": cached},
-        },
-    }
-    record = make_record(
-        started_at=at,
-        method="POST",
-        url="https://api.openai.com/v1/chat/completions",
-        request_headers=[("content-type", "application/json"), ("authorization", "Bearer sk-x")],
-        request_body=orjson.dumps({"model": MODEL, "messages": messages}),
-        status=200,
-        response_headers=[("content-type", "application/json")],
-        response_body=orjson.dumps(answer),
-        end_ms=400.0,
-        record_id=rid,
-    )
-    return dumps_record(record)
+    return chat_line(at, rid, {"model": MODEL, "messages": messages}, chat_usage(prompt, cached))
 
 
 def _turn(desk: str, user: str) -> list[dict[str, Any]]:

@@ -61,6 +61,13 @@ def run(url: str, out: Path, **kw: Any) -> Any:
     return run_experiment(cfg, {"CACHEAUDIT_API_KEY": SECRET})
 
 
+def ingested(out: Path, warehouse: Path) -> Warehouse:
+    """The warehouse of an experiment's capture (OUT/capture/*.jsonl), as the README runs it."""
+    wh = Warehouse(warehouse)
+    ingest(sorted((out / "capture").glob("*.jsonl")), wh, workers=1)
+    return wh
+
+
 def test_step_four_changes_the_first_letter_or_digit_of_the_document() -> None:
     assert changed_document("The harbour")[0] == "Uhe harbour"
     assert changed_document("  z9")[0] == "  a9"
@@ -108,8 +115,7 @@ def test_the_plan_reproduces_deepseeks_pattern_through_capture_ingest_and_report
     out = tmp_path / "exp"
     summary = run(deepseek_url, out, repeats=2)
     assert (summary.requests, summary.failed) == (10, 0)
-    wh = Warehouse(tmp_path / "wh")
-    ingest(sorted((out / "capture").glob("*.jsonl")), wh, workers=1)
+    wh = ingested(out, tmp_path / "wh")
     rows = load_run(out, wh).rows
     assert [(r["repeat"], r["request"]) for r in rows] == [
         (rep, req) for rep in (1, 2) for req in ("1", "2", "3a", "3b", "4")
@@ -176,8 +182,7 @@ def test_the_report_says_how_many_requests_had_unknown_usage(
 
     out = tmp_path / "exp"
     run(deepseek_url, out, repeats=1)
-    wh = Warehouse(tmp_path / "wh")
-    ingest(sorted((out / "capture").glob("*.jsonl")), wh, workers=1)
+    wh = ingested(out, tmp_path / "wh")
     loaded = load_run(out, wh)
     loaded.rows[0]["cache_read_tokens"] = None
     html = render(build_page(loaded, ""))
@@ -309,8 +314,7 @@ def test_an_experiment_against_the_simulator_gets_the_rules_provider_and_expecta
 
     out = tmp_path / "exp"
     run(deepseek_url, out, repeats=1)
-    wh = Warehouse(tmp_path / "wh")
-    ingest(sorted((out / "capture").glob("*.jsonl")), wh, workers=1)
+    wh = ingested(out, tmp_path / "wh")
     con = connect(wh, only=["expected_cache", "request_costs"])
     host = deepseek_url.removeprefix("http://")
     assert con.execute("SELECT DISTINCT provider, host FROM requests").fetchall() == [

@@ -4,12 +4,14 @@ them (secrets included: these files are the *input*, before redaction)."""
 from __future__ import annotations
 
 import base64
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow.parquet as pq
 
+from pipeline.capture_format import dumps_record, make_record
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
@@ -41,14 +43,58 @@ def response_body(prompt_tokens: int, cached: int) -> bytes:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": 3,
-                "total_tokens": prompt_tokens + 3,
-                "prompt_tokens_details": {"cached_tokens": cached},
-            },
+            "usage": chat_usage(prompt_tokens, cached),
         }
     )
+
+
+def chat_usage(prompt_tokens: int, cached: int) -> dict[str, Any]:
+    """OpenAI chat usage: `cached` of `prompt_tokens` read from the cache, 3 tokens out."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 3,
+        "total_tokens": prompt_tokens + 3,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def chat_line(
+    at: datetime,
+    rid: str,
+    body: dict[str, Any],
+    usage: dict[str, Any],
+    *,
+    session_id: str | None = None,
+) -> bytes:
+    """One capture JSONL line: an OpenAI chat completion request `body` sent at `at`, answered
+    "Done." (JSON, not streamed) with this `usage`, as the capture tools record it."""
+    answer = {
+        "id": rid,
+        "object": "chat.completion",
+        "model": body["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Done."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage,
+    }
+    record = make_record(
+        started_at=at,
+        method="POST",
+        url=OPENAI_URL,
+        request_headers=[("content-type", "application/json"), ("authorization", "Bearer sk-x")],
+        request_body=orjson.dumps(body),
+        status=200,
+        response_headers=[("content-type", "application/json")],
+        response_body=orjson.dumps(answer),
+        end_ms=400.0,
+        record_id=rid,
+        session_id=session_id,
+    )
+    return dumps_record(record)
 
 
 def capture_record(

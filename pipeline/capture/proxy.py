@@ -356,13 +356,17 @@ def bind(listen: str) -> socket.socket:
     return listening_socket(
         host,
         port,
-        shown=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         hint="another process may use the port; pick another with --listen 127.0.0.1:PORT",
     )
 
 
-def listening_socket(host: str, port: int, *, shown: str, hint: str) -> socket.socket:
-    """A TCP socket listening on host:port for uvicorn (`shown` names it in the error); a
+def url_host(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
+def listening_socket(host: str, port: int, *, hint: str) -> socket.socket:
+    """A TCP socket listening on host:port for uvicorn (named host:port in the error); a
     failure to bind (port in use, address not here, no permission) is a NetworkError, with
     `hint` when the port may be taken and a hint about the host when it is not this machine's."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -377,7 +381,9 @@ def listening_socket(host: str, port: int, *, shown: str, hint: str) -> socket.s
         sock.close()
         if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
             hint = f"{host} is not an address of this machine; use 127.0.0.1 to stay local"
-        raise NetworkError(f"cannot listen on {shown}: {exc.strerror or exc}", hint=hint) from exc
+        raise NetworkError(
+            f"cannot listen on {url_host(host)}:{port}: {exc.strerror or exc}", hint=hint
+        ) from exc
     sock.listen(1024)
     sock.set_inheritable(True)
     return sock
@@ -450,7 +456,7 @@ def serve(
     writer = CaptureWriter(out_dir, fsync=fsync, rotate_bytes=rotate_bytes or DEFAULT_ROTATE_BYTES)
     app = CaptureProxy(config, writer, options, log)
     bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    shown = url_host(bound_host)
     for route in config.routes:
         where = f"host {route.host} " if route.host else ""
         entry = f"http://{shown}:{bound_port}{route.prefix.rstrip('/')}/..."

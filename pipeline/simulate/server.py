@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from pipeline.providers import SIMULATOR_HEADER
 from pipeline.simulate import answers, rules
 from pipeline.simulate.cache import AnthropicCache, DeepSeekCache, DeepSeekSettings, OpenAICache
 from pipeline.simulate.tokens import assistant_body, render_chat, render_messages, tokenize
@@ -77,7 +78,7 @@ class Simulator:
         self.anthropic = AnthropicCache()
         self.headers = {
             "server": answers.SIMULATOR_NAME,
-            "x-cacheaudit-simulator": (
+            SIMULATOR_HEADER: (
                 f"{answers.SIMULATOR_NAME}; rules={self.settings.rules}; no inference"
             ),
         }
@@ -391,19 +392,14 @@ def serve(
     error) rather than uvicorn's log line; `on_listening` gets the base URL once bound."""
     import uvicorn
 
-    from pipeline.capture.proxy import listening_socket
+    from pipeline.capture.proxy import listening_socket, url_host
 
-    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     sock = listening_socket(
-        host,
-        port,
-        shown=shown,
-        hint="another process may use the port; pick another with --port",
+        host, port, hint="another process may use the port; pick another with --port"
     )
     try:
         if on_listening is not None:
-            bound = sock.getsockname()[1]
-            on_listening(f"http://{shown.rsplit(':', 1)[0]}:{bound}")
+            on_listening(f"http://{url_host(host)}:{sock.getsockname()[1]}")
         config = uvicorn.Config(Simulator(settings).app(), log_level="warning")
         uvicorn.Server(config).run(sockets=[sock])
     finally:

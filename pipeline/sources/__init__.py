@@ -128,6 +128,10 @@ def _parse_object(line: bytes) -> object:
         return None
 
 
+def _looks_like_har(text: bytes) -> bool:
+    return b'"log"' in text[:4096] and b'"entries"' in text
+
+
 def _first_line_format(text: bytes, cut: bool) -> str | None:
     """The format the first line tells (text starts with `{`); `cut`: the head read may end
     inside it. None: look at the lines after it."""
@@ -142,7 +146,7 @@ def _first_line_format(text: bytes, cut: bool) -> str | None:
         obj = _parse_object(line)
         if obj is not None:
             return _object_format(obj, first=True)
-        if b'"log"' in text[:4096] and b'"entries"' in text:
+        if _looks_like_har(text):
             return "har"  # a pretty-printed HAR whose first key is not "log"
         return None  # a damaged first line: the line readers reject it
     # A first line longer than the head (a capture record with a large body, a batch of
@@ -151,7 +155,7 @@ def _first_line_format(text: bytes, cut: bool) -> str | None:
         return "otlp_json"
     if b'"schema_version"' in line:
         return "capture_jsonl"
-    if b'"log"' in text[:4096] and b'"entries"' in text:
+    if _looks_like_har(text):
         return "har"
     if b'"request"' in line:
         return "capture_jsonl"
