@@ -81,7 +81,10 @@ def test_a_request_that_read_more_than_expected_left_nothing_on_the_table(con: A
 
 def test_summed_left_on_table_is_the_real_loss_not_netted_against_over_delivery(con: Any) -> None:
     loss = _row(con, "miss-2")
-    assert loss["left_on_table"] > 0
+    # turn 1's whole prompt was reusable (1553 tokens; OpenAI caches whole 128-token steps over
+    # 1024: 1536) and nothing was read: 1536 x (2.00 miss - 0.50 hit) per million
+    assert loss["expected_read_tokens"] == 1536
+    assert loss["left_on_table"] == pytest.approx(1536 * (2.00 - 0.50) / 1e6)
     assert loss["cost_if_ideal"] == pytest.approx(loss["cost_total"] - loss["left_on_table"])
     [(total,)] = con.sql("SELECT left_on_table FROM cost_summary WHERE currency = 'USD'").fetchall()
     assert total == pytest.approx(loss["left_on_table"])
