@@ -209,8 +209,9 @@ def sql(
     from pipeline import sql as sqlmod
 
     output.check(fmt, out)
-    con = sqlmod.connect(existing_warehouse(warehouse), options=sql_options(prices, rules))
-    rel = sqlmod.run(con, query)
+    _con, rel = sqlmod.run_user_sql(
+        existing_warehouse(warehouse), query, options=sql_options(prices, rules)
+    )
     rows = output.emit(rel, fmt, out)
     if out is not None:
         err(f"{rows} rows -> {out}")
@@ -242,7 +243,11 @@ def summary(
     """
     from pipeline import sql as sqlmod
 
-    con = sqlmod.connect(existing_warehouse(warehouse), options=sql_options(prices, rules))
+    con = sqlmod.connect(
+        existing_warehouse(warehouse),
+        options=sql_options(prices, rules),
+        only=["headline", "cost_summary"],
+    )
     rel = sqlmod.run(con, "SELECT * FROM headline")
     data = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
     ratio = data["hit_ratio"]
