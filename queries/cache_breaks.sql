@@ -21,7 +21,9 @@ WITH turns AS (
         p.segment_count, p.shared_segments, p.reuse_request_id, p.live_segments,
         p.tools_hash, p.tools_set_hash,
         r.input_tokens, r.cache_read_tokens,
-        e.expected_read_tokens, e.live_tokens_est, e.min_tokens, e.lifetime_s
+        p.extended_segments,
+        e.expected_read_tokens, e.live_tokens_est, e.min_tokens, e.lifetime_s,
+        e.default_lifetime_s
     FROM conversations AS c
     JOIN request_prefix AS p USING (request_id)
     JOIN requests AS r USING (request_id)
@@ -132,7 +134,11 @@ caused AS (
         )                                                               AS layer,
         CASE
             WHEN d.parent_request_id IS NULL THEN 'cold_start'
-            WHEN d.lifetime_s IS NOT NULL AND d.gap_s > d.lifetime_s
+            -- the lifetime of the first entry lost: the extended one (1h, 24h) when that
+            -- position was asked to live longer, else the rule's default (a 5m breakpoint)
+            WHEN d.lifetime_s IS NOT NULL
+                 AND d.gap_s > CASE WHEN d.live_segments < d.extended_segments THEN d.lifetime_s
+                                    ELSE coalesce(d.default_lifetime_s, d.lifetime_s) END
                  AND d.live_segments < least(d.common_segments, d.parent_segments)
                 THEN 'expired'
             WHEN d.provider IS DISTINCT FROM d.parent_provider

@@ -18,7 +18,8 @@ WITH joined AS (
                    OR list_contains(r.cache_ttls, '24h')
                  THEN m.extended_lifetime_s END,
             m.lifetime_s
-        )                                                               AS lifetime_s
+        )                                                               AS lifetime_s,
+        m.lifetime_s                                                    AS default_lifetime_s
     FROM request_prefix AS p
     JOIN requests AS r USING (request_id)
     LEFT JOIN cache_rule_match AS m
@@ -73,7 +74,7 @@ final AS (
             WHEN reusable_tokens_est < coalesce(min_tokens, 0) THEN 0
             ELSE reusable_tokens_est // granularity * granularity
         END - cache_read_tokens)::BIGINT                                AS gap_tokens,
-        min_tokens, granularity AS granularity_tokens, lifetime_s,
+        min_tokens, granularity AS granularity_tokens, lifetime_s, default_lifetime_s,
         'bytes_proportional'                                            AS tokens_basis
     FROM tokens
 )

@@ -25,12 +25,23 @@ req AS (
         r.provider, r.model, r.account, r.segment_count, r.prompt_bytes,
         r.cache_breakpoints,
         coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
-        coalesce(
-            CASE WHEN r.cache_write_1h_tokens > 0 OR list_contains(r.cache_ttls, '1h')
-                      OR list_contains(r.cache_ttls, '24h')
-                 THEN m.extended_lifetime_s END,
-            m.lifetime_s, m.lookback_s, 86400
-        ) * 1000000                                                     AS lifetime_us,
+        coalesce(m.lifetime_s, m.lookback_s, 86400) * 1000000           AS lifetime_us,
+        coalesce(m.extended_lifetime_s, m.lifetime_s, m.lookback_s, 86400) * 1000000
+                                                                        AS extended_lifetime_us,
+        -- the leading positions the extended lifetime covers. Each cache_control breakpoint is
+        -- its own cache entry with its own TTL: the prefix up to the last 1h breakpoint lives
+        -- 1h, positions after it only the default 5m (cache_ttls[i] is breakpoint i's TTL). A
+        -- retention asked for the whole request (OpenAI 24h), or a 1h write reported with no
+        -- markers to place it, covers every position
+        CASE
+            WHEN list_contains(r.cache_ttls, '24h') THEN r.segment_count
+            WHEN list_contains(r.cache_ttls, '1h') AND r.cache_breakpoints IS NOT NULL
+                THEN coalesce(list_max(list_filter(
+                    r.cache_breakpoints, lambda b, i: r.cache_ttls[i] = '1h'
+                )) + 1, 0)
+            WHEN r.cache_write_1h_tokens > 0 THEN r.segment_count
+            ELSE 0
+        END                                                             AS extended_segments,
         coalesce(m.breakpoint_lookback, 20)                             AS breakpoint_lookback
     FROM requests AS r
     LEFT JOIN rules AS m
@@ -44,7 +55,8 @@ seg AS NOT MATERIALIZED (
     SELECT
         q.rid_ord, q.t_us, s.position, s.bytes,
         q.t_us - q.lookback_us                                          AS lookback_from_us,
-        q.t_us - q.lifetime_us                                          AS alive_from_us,
+        q.t_us - CASE WHEN s.position < q.extended_segments THEN q.extended_lifetime_us
+                      ELSE q.lifetime_us END                            AS alive_from_us,
         -- a Gemini explicit cache (`cachedContent`) is its own kind: the prefix before the
         -- tools, never the start of the history
         CASE s.kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 2
@@ -178,6 +190,7 @@ final AS (
         reuse.started_at                                                AS reuse_started_at,
         coalesce(b.live_segments, 0)::INTEGER                           AS live_segments,
         coalesce(b.live_bytes, 0)::BIGINT                               AS live_bytes,
+        coalesce(least(q.extended_segments, q.segment_count), 0)::INTEGER AS extended_segments,
         b.first_diverging_position::INTEGER                             AS first_diverging_position,
         CASE b.diverging_kind_code WHEN 0 THEN 'tool' WHEN 1 THEN 'schema' WHEN 2 THEN 'system'
              WHEN 3 THEN 'message' WHEN 4 THEN 'cached_content' END     AS diverging_kind,

@@ -10,12 +10,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from test_ingest_support import chat_line, chat_usage
+from test_ingest_support import chat_line, chat_usage, ingested_rows
 
-from pipeline import sql
 from pipeline.dialects import chat_completions, responses
-from pipeline.ingest import ingest
-from pipeline.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 16, 9, 0, tzinfo=UTC)
 LATER = T0 + timedelta(minutes=20)
@@ -54,14 +51,13 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     base = tmp_path_factory.mktemp("retention")
     capture = base / "capture.jsonl"
     capture.write_bytes(b"".join(_conversation("keep", "24h") + _conversation("mem", None)))
-    warehouse = Warehouse(base / "wh")
-    ingest([capture], warehouse, workers=1)
-    rel = sql.connect(warehouse).sql(
+    return ingested_rows(
+        capture,
+        base / "wh",
         "SELECT e.request_id, e.lifetime_s, e.expected_read_tokens, e.cache_read_tokens, "
         "b.cause, r.cache_ttls FROM expected_cache AS e JOIN requests AS r USING (request_id) "
-        "LEFT JOIN cache_breaks AS b USING (request_id)"
+        "LEFT JOIN cache_breaks AS b USING (request_id)",
     )
-    return {str(r[0]): dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()}
 
 
 def test_a_24h_retention_request_20_minutes_later_expects_the_read_and_has_no_break(

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
+from pipeline import sql
 from pipeline.capture_format import dumps_record, make_record
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
@@ -204,3 +205,12 @@ def table(wh: Path, name: str) -> list[dict[str, Any]]:
 
 def run(paths: list[Path], wh: Path, **kwargs: Any) -> Any:
     return ingest(paths, Warehouse(wh), **kwargs)
+
+
+def ingested_rows(capture: Path, wh: Path, query: str) -> dict[str, dict[str, Any]]:
+    """Ingest `capture` into a new warehouse and run `query` over its views: rows by their first
+    column (a request id), each as {column: value}."""
+    warehouse = Warehouse(wh)
+    ingest([capture], warehouse, workers=1)
+    rel = sql.connect(warehouse).sql(query)
+    return {str(r[0]): dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()}
