@@ -851,14 +851,22 @@ def ingest(
     if sum(_work_estimate(p) for p in paths) < PARALLEL_MIN_BYTES:
         n_workers = 1  # worker start-up would cost more than it saves
     options = Options(keep_content, str(providers_file) if providers_file else None, n_workers)
-    with warehouse.lock():
-        warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
-        pool = _Pool(str(warehouse.root), options, n_workers) if n_workers > 1 else None
-        try:
-            result = _ingest_locked(paths, warehouse, force, options, pool, progress)
-        finally:
-            if pool is not None:
-                pool.close()
+    created = not warehouse.root.exists()
+    try:
+        with warehouse.lock():
+            warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
+            pool = _Pool(str(warehouse.root), options, n_workers) if n_workers > 1 else None
+            try:
+                result = _ingest_locked(paths, warehouse, force, options, pool, progress)
+            finally:
+                if pool is not None:
+                    pool.close()
+    except BaseException:
+        # A first ingest that failed (a file that is not traffic, Ctrl-C) leaves no directory
+        # behind that later commands would take for a warehouse holding nothing.
+        if created and not warehouse.manifest_keys():
+            shutil.rmtree(warehouse.root, ignore_errors=True)
+        raise
     return result
 
 

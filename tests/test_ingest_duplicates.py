@@ -127,6 +127,25 @@ def test_a_single_file_that_is_not_traffic_is_an_error(tmp_path: Path) -> None:
         run([stray], tmp_path / "wh")
 
 
+def test_a_first_ingest_that_fails_leaves_no_warehouse_directory_behind(tmp_path: Path) -> None:
+    stray = tmp_path / "notes.json"
+    stray.write_text('{"todo": 1}\n')
+    with pytest.raises(InputError):
+        run([stray], tmp_path / "wh")
+    # a later `sql -w wh` must say "no warehouse", not answer zeros from an empty one
+    assert not (tmp_path / "wh").exists()
+
+
+def test_a_failed_ingest_into_an_existing_warehouse_keeps_what_it_holds(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    run([_capture(tmp_path / "c.jsonl", range(2))], wh)
+    stray = tmp_path / "notes.json"
+    stray.write_text('{"todo": 1}\n')
+    with pytest.raises(InputError):
+        run([stray], wh)
+    assert len(table(wh, "requests")) == 2
+
+
 # Documentation that quotes the formats' keys: no line of it is a JSON record.
 NOTES_QUOTING_KEYS = (
     "# Capturing traffic\n"
