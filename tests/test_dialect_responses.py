@@ -223,6 +223,22 @@ def test_a_responses_incomplete_event_still_carries_usage() -> None:
     assert (info.usage.input_tokens, info.usage.cache_read_tokens) == (10, 4)
 
 
+def test_a_responses_shell_call_counts_as_the_first_answer_like_any_tool_call() -> None:
+    # shell_call was not in the list of tool items the response side knew, although the request
+    # side already gave it the assistant role: one `*_call` rule for both now
+    item = {"type": "shell_call", "id": "sh_1", "call_id": "c1", "action": {"commands": ["ls"]}}
+    resp = {"model": "gpt-5.1", "status": "completed", "output": [item],
+            "usage": {"input_tokens": 10, "output_tokens": 3}}  # fmt: skip
+    body = sse(
+        ("response.output_item.added", {"type": "response.output_item.added", "item": item}),
+        ("response.completed", {"type": "response.completed", "response": resp}),
+    )
+    info = responses.parse_response(200, body, "openai", True)
+    assert info.first_text_at == end_of(body, b"response.output_item.added")
+    plain = responses.parse_response(200, orjson.dumps(resp), "openai", False)
+    assert plain.first_text_at is not None
+
+
 # --- Gemini ----------------------------------------------------------------------------------
 
 

@@ -59,17 +59,14 @@ USAGE_MAP = DialectMap(
 )
 
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
-_TOOL_ITEMS = (
-    "function_call",
-    "custom_tool_call",
-    "web_search_call",
-    "file_search_call",
-    "computer_call",
-    "code_interpreter_call",
-    "mcp_call",
-    "image_generation_call",
-    "local_shell_call",
-)
+
+
+def _is_tool_call(kind: object) -> bool:
+    """An output item that is a tool call (function_call, web_search_call, mcp_call, shell_call,
+    and any later `*_call`): the model's answer, for the first-answer time and for the role of
+    such an item when it comes back as input. One rule for both, so a new tool type counts in
+    both places at once."""
+    return isinstance(kind, str) and kind.endswith("_call")
 
 
 def _item_role(item: dict[str, Any]) -> str | None:
@@ -84,7 +81,7 @@ def _item_role(item: dict[str, Any]) -> str | None:
         return None
     if kind.endswith("_output") or kind == "mcp_approval_response":
         return "tool"
-    if kind == "reasoning" or kind.endswith("_call"):
+    if kind == "reasoning" or _is_tool_call(kind):
         return "assistant"
     return None
 
@@ -133,7 +130,7 @@ def _output_flags(output: Any) -> tuple[bool, bool]:
                 isinstance(part, dict) and bool(part.get("text") or part.get("refusal"))
                 for part in item.get("content") or ()
             )
-        elif kind in _TOOL_ITEMS:
+        elif _is_tool_call(kind):
             text = True
     return reasoning, text
 
@@ -221,7 +218,7 @@ def _parse_stream(body: bytes) -> ResponseInfo:
             or (
                 kind == "response.output_item.added"
                 and isinstance(obj.get("item"), dict)
-                and obj["item"].get("type") in _TOOL_ITEMS
+                and _is_tool_call(obj["item"].get("type"))
             )
         ):
             first_text = event.end
