@@ -19,14 +19,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.warehouse import Warehouse, source_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    import polars as pl
 
 
 class Counted(Protocol):
@@ -54,6 +56,8 @@ def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int
         if not new:
             continue
         old = [p for p, key in parts.items() if key in visible]
+        if not _any_repeated(new, old):
+            continue  # the usual case, found without polars (importing it alone took 0.2 s)
         for part, losers in _losers(new, old, rank).items():
             _rewrite(warehouse, part, losers)
             fr = by_key[parts[part]]
@@ -71,7 +75,23 @@ def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int
     return removed
 
 
+def _request_ids(parts: list[Path]) -> pa.ChunkedArray:
+    # cast: a part written by another engine may store the ids as large_string
+    columns = [pq.read_table(p, columns=["request_id"])[0].cast(pa.string()) for p in parts]
+    return pa.chunked_array([c for col in columns for c in col.chunks], pa.string())
+
+
+def _any_repeated(new: list[Path], old: list[Path]) -> bool:
+    """Whether an id of the new parts repeats among them or is in an old part."""
+    ids = _request_ids(new)
+    if pc.count_distinct(ids).as_py() < len(ids):
+        return True
+    return bool(old) and pc.any(pc.is_in(ids, value_set=_request_ids(old))).as_py() is True
+
+
 def _ids(part: Path, rank: int) -> pl.DataFrame:
+    import polars as pl
+
     columns = ["request_id"] if rank == OLD else ["request_id", "source_index"]
     frame = _frame(pq.read_table(part, columns=columns))
     if rank == OLD:
@@ -86,6 +106,8 @@ def _ids(part: Path, rank: int) -> pl.DataFrame:
 def _losers(new: list[Path], old: list[Path], rank: Mapping[str, int]) -> dict[Path, pl.DataFrame]:
     """Per new part, the rows to drop: request_id, source_index, and whether the copy that is
     kept is in this same part (then only its segments stay, not the repeated ones)."""
+    import polars as pl
+
     fresh = pl.concat([_ids(p, rank[p.name.split("-", 1)[0]]) for p in new])
     if old:
         # Only ids of the new rows can collide: read the old ones, keep those that match.
@@ -113,6 +135,8 @@ def _losers(new: list[Path], old: list[Path], rank: Mapping[str, int]) -> dict[P
 
 def _rewrite(warehouse: Warehouse, part: Path, losers: pl.DataFrame) -> None:
     """Rewrite one requests part without its losers, and the segments part of the same name."""
+    import polars as pl
+
     table = pq.read_table(part)
     drop = losers.select("request_id", "source_index", pl.lit(True).alias("drop"))
     rows = _frame(table).with_columns(pl.col("source_index").cast(pl.Int64))
@@ -133,6 +157,8 @@ def _rewrite(warehouse: Warehouse, part: Path, losers: pl.DataFrame) -> None:
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:
+    import polars as pl
+
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
     return frame
