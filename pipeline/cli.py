@@ -221,14 +221,17 @@ def sql(
 def views(
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE, prices: PricesOpt = None, rules: RulesOpt = None
 ) -> None:
-    """List the views you can query, with their columns and types."""
+    """List the views you can query, with their columns, types and units (from schemas/)."""
+    from pipeline import output
     from pipeline import sql as sqlmod
 
-    con = sqlmod.connect(existing_warehouse(warehouse), options=sql_options(prices, rules))
-    for name, cols in sqlmod.views(con).items():
-        typer.echo(name)
-        for col, typ in cols:
-            typer.echo(f"  {col}  {typ}")
+    existing_warehouse(warehouse)
+    sql_options(prices, rules)  # accepted as by the other reading commands, and checked
+    with output.to_stdout():
+        for name, cols in sqlmod.documented_views().items():
+            typer.echo(name)
+            for col, typ, unit in cols:
+                typer.echo(f"  {col}  {typ}" + (f"  ({unit})" if unit else ""))
 
 
 @app.command()

@@ -6,10 +6,12 @@ from __future__ import annotations
 import csv
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import duckdb
 import orjson
@@ -78,15 +80,30 @@ def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return written
     except BrokenPipeError:
-        # The reader stopped (`| head`): not an error. Later writes go nowhere, so Python's
-        # final flush does not fail either.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(0) from None
+        _reader_stopped()
     except (OSError, duckdb.IOException) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UsageError(
             f"cannot write {out_path}: {reason}", hint="check --out: a file in a writable directory"
         ) from exc
+
+
+def _reader_stopped() -> NoReturn:
+    # The reader stopped (`| head`): not an error (click would exit 1). Later writes go nowhere,
+    # so Python's final flush does not fail either.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise SystemExit(0) from None
+
+
+@contextmanager
+def to_stdout() -> Iterator[None]:
+    """Lines written to stdout inside: a reader that stops early (`| head`) ends the command
+    with exit 0, as `emit` does for query results."""
+    try:
+        yield
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        _reader_stopped()
 
 
 def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:

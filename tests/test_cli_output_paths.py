@@ -61,6 +61,21 @@ def test_a_reader_that_stops_early_is_not_a_failure(tmp_path: Path) -> None:
     assert err == b""
 
 
+def test_views_into_a_reader_that_has_already_stopped_is_not_a_failure(tmp_path: Path) -> None:
+    (tmp_path / "wh").mkdir()
+    env = {**os.environ, "TZ": "UTC"}
+    env.pop("CACHEAUDIT_WAREHOUSE", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "views", "-w", str(tmp_path / "wh")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # closed before the command writes anything: its first write fails
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == b""
+
+
 def test_a_table_marks_cut_values_and_says_how_to_see_them_whole(tmp_path: Path, cli: Any) -> None:
     (tmp_path / "wh").mkdir()
     out = cli("sql", "-w", str(tmp_path / "wh"), "select repeat('x', 100) as v, 'short' as s")

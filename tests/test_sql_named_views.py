@@ -76,3 +76,19 @@ def test_listing_the_tables_with_sql_shows_every_view(cli, warehouse: Path) -> N
     assert result.returncode == 0, result.stderr
     names = set(result.stdout.splitlines()[1:])
     assert set(sql.load_queries()) <= names
+
+
+def test_the_documented_views_are_what_a_session_reports(warehouse: Path) -> None:
+    warehouse.mkdir()
+    session = sql.views(sql.connect(Warehouse(warehouse)))
+    documented = sql.documented_views()
+    assert {v: [(c, t) for c, t, _ in cols] for v, cols in documented.items()} == session
+
+
+def test_views_prints_each_column_with_its_type_and_unit(cli, warehouse: Path) -> None:
+    warehouse.mkdir()
+    out = cli("views", "-w", str(warehouse))
+    assert out.returncode == 0, out.stderr
+    requests = out.stdout.split("\nrequests\n", 1)[1]
+    assert "  input_tokens  BIGINT  (tokens)\n" in requests
+    assert "  started_at  TIMESTAMP WITH TIME ZONE  (UTC)\n" in requests
