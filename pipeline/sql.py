@@ -149,7 +149,7 @@ def needed(names: Iterable[str], queries: dict[str, Query] | None = None) -> set
 # Words that make a statement read the catalog (list views, describe them) rather than name the
 # views it reads: such a statement gets every view, as `cacheaudit views` does.
 _CATALOG_WORDS = re.compile(
-    r"\b(?:information_schema|duckdb_\w+|pg_catalog|sqlite_master|show|describe|summarize|pragma)\b",
+    r"\b(?:information_schema|duckdb_\w+|pg_\w+|sqlite_master|show|describe|summarize|pragma\w*)\b",
     re.IGNORECASE,
 )
 
@@ -386,8 +386,10 @@ def run_user_sql(
 
     A statement that fails there runs again over every view, so a miss of the name scan costs
     time, never an answer, and errors read as they would with every view (DuckDB's "did you
-    mean" suggestions look among the views that exist)."""
-    only = views_named_in(text)
+    mean" suggestions look among the views that exist). A script of several statements gets
+    every view from the start."""
+    # Several statements get every view: a retry would run those before the failing one twice.
+    only = views_named_in(text) if _single_statement(text) else None
     con = connect(wh, options=options, only=only)
     try:
         return con, run(con, text)
@@ -396,6 +398,13 @@ def run_user_sql(
             raise
     con = connect(wh, options=options)
     return con, run(con, text)
+
+
+def _single_statement(text: str) -> bool:
+    try:
+        return len(duckdb.extract_statements(text)) == 1
+    except duckdb.Error:
+        return False  # a parse error: the run reports it
 
 
 # How DuckDB spells a type of schemas/ when it describes a view (information_schema).

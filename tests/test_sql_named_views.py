@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from pipeline import sql
+from pipeline.errors import QueryError
 from pipeline.warehouse import Warehouse
 
 
@@ -36,6 +38,8 @@ def test_a_column_named_like_a_view_only_adds_that_view() -> None:
         "describe requests",
         "select * from duckdb_views()",
         "summarize requests",
+        "select count(*) from pg_views",  # pg_catalog tables resolve without their schema
+        "select * from pragma_table_info('requests')",
     ],
 )
 def test_a_statement_reading_the_catalog_gets_every_view(statement: str) -> None:
@@ -92,3 +96,17 @@ def test_views_prints_each_column_with_its_type_and_unit(cli, warehouse: Path) -
     requests = out.stdout.split("\nrequests\n", 1)[1]
     assert "  input_tokens  BIGINT  (tokens)\n" in requests
     assert "  started_at  TIMESTAMP WITH TIME ZONE  (UTC)\n" in requests
+
+
+def test_a_script_of_several_statements_gets_every_view_and_runs_each_statement_once(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    warehouse.mkdir()
+    db = tmp_path / "out.duckdb"
+    script = (
+        f"ATTACH '{db}' AS o; CREATE TABLE o.t (x INTEGER); INSERT INTO o.t VALUES (1); "
+        "SELECT * FROM headlin"
+    )
+    with pytest.raises(QueryError, match='Did you mean "headline"'):
+        sql.run_user_sql(Warehouse(warehouse), script)
+    assert duckdb.connect(str(db)).execute("SELECT count(*) FROM t").fetchall() == [(1,)]
