@@ -23,7 +23,7 @@ WITH turns AS (
         r.input_tokens, r.cache_read_tokens,
         p.extended_segments,
         e.expected_read_tokens, e.live_tokens_est, e.min_tokens, e.lifetime_s,
-        e.default_lifetime_s
+        e.default_lifetime_s, e.extended_lifetime_s
     FROM conversations AS c
     JOIN request_prefix AS p USING (request_id)
     JOIN requests AS r USING (request_id)
@@ -37,6 +37,7 @@ with_parent AS (
         p.provider AS parent_provider, p.model AS parent_model,
         p.segment_count AS parent_segments, p.started_at AS parent_started_at,
         p.input_tokens AS parent_input_tokens, p.tools_hash AS parent_tools_hash,
+        p.extended_segments AS parent_extended_segments,
         p.tools_set_hash AS parent_tools_set_hash
     FROM turns AS t
     LEFT JOIN turns AS p ON p.request_id = t.parent_request_id
@@ -134,10 +135,11 @@ caused AS (
         )                                                               AS layer,
         CASE
             WHEN d.parent_request_id IS NULL THEN 'cold_start'
-            -- the lifetime of the first entry lost: the extended one (1h, 24h) when that
-            -- position was asked to live longer, else the rule's default (a 5m breakpoint)
+            -- the lifetime the parent gave the first entry lost: the extended one (1h, 24h)
+            -- when it asked for it at that position, else the rule's default (5m breakpoint)
             WHEN d.lifetime_s IS NOT NULL
-                 AND d.gap_s > CASE WHEN d.live_segments < d.extended_segments THEN d.lifetime_s
+                 AND d.gap_s > CASE WHEN d.live_segments < d.parent_extended_segments
+                                    THEN coalesce(d.extended_lifetime_s, d.lifetime_s)
                                     ELSE coalesce(d.default_lifetime_s, d.lifetime_s) END
                  AND d.live_segments < least(d.common_segments, d.parent_segments)
                 THEN 'expired'

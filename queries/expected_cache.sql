@@ -19,7 +19,8 @@ WITH joined AS (
                  THEN m.extended_lifetime_s END,
             m.lifetime_s
         )                                                               AS lifetime_s,
-        m.lifetime_s                                                    AS default_lifetime_s
+        m.lifetime_s                                                    AS default_lifetime_s,
+        m.extended_lifetime_s
     FROM request_prefix AS p
     JOIN requests AS r USING (request_id)
     LEFT JOIN cache_rule_match AS m
@@ -75,6 +76,7 @@ final AS (
             ELSE reusable_tokens_est // granularity * granularity
         END - cache_read_tokens)::BIGINT                                AS gap_tokens,
         min_tokens, granularity AS granularity_tokens, lifetime_s, default_lifetime_s,
+        extended_lifetime_s,
         'bytes_proportional'                                            AS tokens_basis
     FROM tokens
 )

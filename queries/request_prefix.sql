@@ -55,8 +55,10 @@ seg AS NOT MATERIALIZED (
     SELECT
         q.rid_ord, q.t_us, s.position, s.bytes,
         q.t_us - q.lookback_us                                          AS lookback_from_us,
-        q.t_us - CASE WHEN s.position < q.extended_segments THEN q.extended_lifetime_us
-                      ELSE q.lifetime_us END                            AS alive_from_us,
+        -- when the entry this request leaves at this position expires unless used again: its
+        -- own TTL there, as the request that last used an entry sets how long it lives
+        q.t_us + CASE WHEN s.position < q.extended_segments THEN q.extended_lifetime_us
+                      ELSE q.lifetime_us END                            AS expires_us,
         -- a Gemini explicit cache (`cachedContent`) is its own kind: the prefix before the
         -- tools, never the start of the history
         CASE s.kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 2
@@ -85,11 +87,13 @@ seg AS NOT MATERIALIZED (
 -- one window specification, so one sort; a whole-partition frame replaces a second window
 windowed AS (
     SELECT
-        rid_ord, position, kind_code, role_code, t_us, lookback_from_us, alive_from_us,
+        rid_ord, position, kind_code, role_code, t_us, lookback_from_us,
         breakpoint_near,
-        -- the latest earlier request in scope with the same prefix up to this position
+        -- the latest earlier request in scope with the same prefix up to this position, and
+        -- until when the cache entry it left there lives (alive: that is not before t_us)
         lag(rid_ord) OVER same_prefix                                   AS prev_ord,
         lag(t_us) OVER same_prefix                                      AS prev_us,
+        lag(expires_us) OVER same_prefix                                AS prev_expires_us,
         -- at least two earlier requests had this prefix (lag 2 exists)
         row_number() OVER same_prefix                                   AS prefix_rank,
         -- the first request whose whole prompt ended here (a DeepSeek input unit), and the
@@ -116,13 +120,13 @@ positions AS (
         rid_ord,
         max(position) FILTER (WHERE prev_us >= lookback_from_us)        AS shared_end,
         arg_max(prev_ord, position) FILTER (WHERE prev_us >= lookback_from_us) AS reuse_ord,
-        max(position) FILTER (WHERE prev_us >= alive_from_us)           AS live_end,
-        max(position) FILTER (WHERE prev_us >= alive_from_us AND first_end_us < t_us)
+        max(position) FILTER (WHERE prev_expires_us >= t_us)            AS live_end,
+        max(position) FILTER (WHERE prev_expires_us >= t_us AND first_end_us < t_us)
                                                                         AS input_unit_end,
-        max(position) FILTER (WHERE prev_us >= alive_from_us AND prefix_rank >= 3)
+        max(position) FILTER (WHERE prev_expires_us >= t_us AND prefix_rank >= 3)
                                                                         AS shared_unit_end,
         max(position) FILTER (
-            WHERE prev_us >= alive_from_us AND first_breakpoint_us < t_us AND breakpoint_near
+            WHERE prev_expires_us >= t_us AND first_breakpoint_us < t_us AND breakpoint_near
         )                                                               AS breakpoint_end,
         -- the prompt's layout, needed below to hash the history
         min(position) FILTER (WHERE kind_code = 3)                      AS history_start,

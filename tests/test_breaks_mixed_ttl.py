@@ -79,9 +79,13 @@ def _line(at: datetime, rid: str, body: dict[str, Any], read: int, written: int)
     )
 
 
-def _conversation(tag: str, system_ttl: str, history_ttl: str, read: str) -> list[bytes]:
-    """Two turns ten minutes apart; the second reads `read`: "system", "all" or "none"."""
-    first, second = _body(system_ttl, history_ttl, False), _body(system_ttl, history_ttl, True)
+def _conversation(
+    tag: str, system_ttl: str, history_ttl: str, read: str, then: tuple[str, str] | None = None
+) -> list[bytes]:
+    """Two turns ten minutes apart; the second reads `read`: "system", "all" or "none". `then`:
+    the second turn's (system, history) TTLs when they differ from the first's."""
+    second_ttls = then or (system_ttl, history_ttl)
+    first, second = _body(system_ttl, history_ttl, False), _body(*second_ttls, True)
     prompt = len(orjson.dumps(first)) // 4
     tokens = {"system": len(SYSTEM) // 4, "all": prompt, "none": 0}[read]
     return [_line(T0, f"{tag}1", first, 0, prompt), _line(LATER, f"{tag}2", second, tokens, 0)]
@@ -96,6 +100,9 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
             _conversation("M", "1h", "5m", "system")  # mixed: the usual layout
             + _conversation("L", "1h", "1h", "all")  # every entry 1h
             + _conversation("S", "5m", "5m", "none")  # every entry 5m
+            # the TTLs change between turns: what the first turn wrote is what lives
+            + _conversation("A", "1h", "5m", "system", then=("1h", "1h"))
+            + _conversation("B", "1h", "1h", "all", then=("1h", "5m"))
         )
     )
     return ingested_rows(
@@ -145,3 +152,12 @@ def test_when_every_entry_is_5m_nothing_is_expected_and_the_break_is_expired(
         0,
     )
     assert row["cause"] == "expired"
+
+
+def test_an_entry_lives_as_long_as_the_request_that_wrote_it_asked_not_the_one_reading_it(
+    rows: dict[str, dict[str, Any]],
+) -> None:
+    # A: written with a 5m history, read ten minutes later by a turn marking it 1h: gone
+    assert (rows["A2"]["live_segments"], rows["A2"]["cause"]) == (1, "expired")
+    # B: written 1h, read by a turn marking its history 5m: still there, nothing broke
+    assert (rows["B2"]["live_segments"], rows["B2"]["cause"]) == (2, None)
