@@ -210,6 +210,9 @@ def test_a_crash_before_the_manifest_is_redone_by_the_next_ingest_of_that_file(
 ) -> None:
     capture = _good_capture(tmp_path / "c.jsonl", 3)
     wh = tmp_path / "wh"
+    # an existing warehouse: a failed FIRST ingest removes the directory it made (a real crash,
+    # a killed process, cannot; this one raises, so it must be into a directory that was there)
+    wh.mkdir()
 
     def crash(self: Warehouse, row: dict[str, object]) -> None:
         raise RuntimeError("killed before the manifest")
