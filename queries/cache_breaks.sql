@@ -1,15 +1,16 @@
 -- name: cache_breaks
 -- inputs: conversations, request_prefix, expected_cache, requests, segments, raw_segment_content
 -- output: one row per request where a reusable prefix was lost, with ONE primary cause, the
---   first of: cold_start (first turn of a conversation: nothing earlier to reuse), expired (the
---   gap since the parent is longer than the rule's cache lifetime and no other request kept the
---   prefix alive), model_changed (provider or model differs from the parent's), tools_changed,
---   system_changed (system prompt or output schema), history_rewritten (an earlier message
---   edited, dropped or summarised) -- these three by the first segment that differs from the
---   parent's prompt --, below_minimum (the live prefix is shorter than the rule's minimum), and
---   provider_miss (the rules allowed a read; the reported read is under half of it and at least
---   256 tokens short). For a changed segment: the byte offset of the first difference inside it,
---   a class of the changed text, and a short redacted excerpt (schemas/cache_breaks.json).
+--   first of: cold_start (first turn of a conversation: nothing earlier to reuse), expired (same
+--   model as the parent; the gap since the parent is longer than the lifetime the parent gave the
+--   first entry lost and no other request kept the prefix alive), model_changed (provider or
+--   model differs from the parent's), tools_changed, system_changed (system prompt or output
+--   schema), history_rewritten (an earlier message edited, dropped or summarised) -- these three
+--   by the first segment that differs from the parent's prompt --, below_minimum (the live prefix
+--   is shorter than the rule's minimum), and provider_miss (the rules allowed a read; the
+--   reported read is under half of it and at least 256 tokens short). For a changed segment:
+--   the byte offset of the first difference inside it, a class of the changed text, and a short
+--   redacted excerpt (schemas/cache_breaks.json).
 --   tokens_lost is NULL (unknown) when this request's or its parent's input tokens are unknown
 --   (e.g. an interrupted stream) or neither the reported nor the expected read is; a cold
 --   start's is 0. A request without prompt segments (an OTel span that carried no content)
@@ -136,8 +137,12 @@ caused AS (
         CASE
             WHEN d.parent_request_id IS NULL THEN 'cold_start'
             -- the lifetime the parent gave the first entry lost: the extended one (1h, 24h)
-            -- when it asked for it at that position, else the rule's default (5m breakpoint)
+            -- when it asked for it at that position, else the rule's default (5m breakpoint).
+            -- Only in the parent's own cache scope: after a model switch the live prefix is
+            -- counted in another cache, so whether other traffic warmed it would decide the cause
             WHEN d.lifetime_s IS NOT NULL
+                 AND d.provider IS NOT DISTINCT FROM d.parent_provider
+                 AND d.model IS NOT DISTINCT FROM d.parent_model
                  AND d.gap_s > CASE WHEN d.live_segments < d.parent_extended_segments
                                     THEN coalesce(d.extended_lifetime_s, d.lifetime_s)
                                     ELSE coalesce(d.default_lifetime_s, d.lifetime_s) END

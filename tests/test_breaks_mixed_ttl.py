@@ -46,13 +46,15 @@ def _body(system_ttl: str, history_ttl: str, second: bool) -> dict[str, Any]:
     }
 
 
-def _line(at: datetime, rid: str, body: dict[str, Any], read: int, written: int) -> bytes:
+def _line(
+    at: datetime, rid: str, body: dict[str, Any], read: int, written: int, key: str = ""
+) -> bytes:
     prompt = len(orjson.dumps(body)) // 4
     response = {
         "id": rid,
         "type": "message",
         "role": "assistant",
-        "model": MODEL,
+        "model": body["model"],
         "content": [{"type": "text", "text": "ok"}],
         "stop_reason": "end_turn",
         "usage": {
@@ -67,8 +69,8 @@ def _line(at: datetime, rid: str, body: dict[str, Any], read: int, written: int)
             started_at=at,
             method="POST",
             url="https://api.anthropic.com/v1/messages",
-            # one key per conversation: each is its own cache scope
-            request_headers=[("x-api-key", f"sk-ant-mixed-ttl-{rid[0]}")],
+            # one key per conversation unless given: each is its own cache scope
+            request_headers=[("x-api-key", key or f"sk-ant-mixed-ttl-{rid[0]}")],
             request_body=orjson.dumps(body),
             status=200,
             response_headers=[("content-type", "application/json")],
@@ -161,3 +163,32 @@ def test_an_entry_lives_as_long_as_the_request_that_wrote_it_asked_not_the_one_r
     assert (rows["A2"]["live_segments"], rows["A2"]["cause"]) == (1, "expired")
     # B: written 1h, read by a turn marking its history 5m: still there, nothing broke
     assert (rows["B2"]["live_segments"], rows["B2"]["cause"]) == (2, None)
+
+
+OTHER_MODEL = "claude-opus-4-1-20250805"
+
+
+def _switch(with_other_traffic: bool) -> list[bytes]:
+    """Turn 2 switches model ten minutes later; optionally another conversation on the new
+    model (same key: same cache scope) has just warmed the same system prompt."""
+    first, second = _body("1h", "5m", False), {**_body("1h", "5m", True), "model": OTHER_MODEL}
+    lines = [_line(T0, "X1", first, 0, 5000, "sk-ant-switch"),
+             _line(LATER, "X2", second, 0, 5000, "sk-ant-switch")]  # fmt: skip
+    if with_other_traffic:
+        other = {**_body("1h", "5m", False), "model": OTHER_MODEL}
+        other["messages"] = [{"role": "user", "content": [{"type": "text", "text": "Other."}]}]
+        lines.append(_line(LATER - timedelta(minutes=2), "W1", other, 0, 3000, "sk-ant-switch"))
+    return lines
+
+
+@pytest.mark.parametrize("with_other_traffic", [False, True])
+def test_a_model_switch_is_model_changed_whatever_other_traffic_warmed_the_new_models_cache(
+    tmp_path_factory: pytest.TempPathFactory, with_other_traffic: bool
+) -> None:
+    base = tmp_path_factory.mktemp("switch")
+    capture = base / "capture.jsonl"
+    capture.write_bytes(b"".join(_switch(with_other_traffic)))
+    rows = ingested_rows(
+        capture, base / "wh", "SELECT request_id, cause FROM cache_breaks ORDER BY request_id"
+    )
+    assert rows["X2"]["cause"] == "model_changed"
