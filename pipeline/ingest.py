@@ -488,11 +488,7 @@ class Worker:
         if task.spill is not None:
             return _spilled_records(task)
         if task.lines is not None:
-            if task.fmt == "otlp_json":
-                from pipeline.sources.otlp import iter_otlp_lines
-
-                return iter_otlp_lines(io.BytesIO(task.lines), task.path, task.first_lineno)
-            return _iter_lines(task.lines, task.path, task.first_lineno)
+            return _line_records(task, io.BytesIO(task.lines))
         if task.start is not None and task.end is not None:
             if task.fmt == "otlp_json":
                 from pipeline.sources.otlp import iter_otlp_range
@@ -566,35 +562,28 @@ def fallback_id(item: Exchange) -> str:
     return f"x{h.hexdigest()}:{item.index}"
 
 
+def _line_records(task: Task, lines: Iterable[bytes]) -> Iterator[Record]:
+    """The records of a block of the task's lines, read as lines of its format."""
+    if task.fmt == "otlp_json":
+        from pipeline.sources.otlp import iter_otlp_lines
+
+        return iter_otlp_lines(lines, task.path, task.first_lineno)
+    from pipeline.sources.capture import iter_capture_lines
+
+    return iter_capture_lines(lines, task.path, task.first_lineno)
+
+
 def _spilled_records(task: Task) -> Iterator[Record]:
     """The records of a block of lines the parent spilled to a file; the file is removed once
     read (the parent removes what a failed worker left)."""
-    from pipeline.sources.capture import iter_line_range, read_line
+    from pipeline.sources.capture import iter_line_range
 
     assert task.spill is not None
     spill = Path(task.spill)
     try:
-        lines = iter_line_range(spill, 0, spill.stat().st_size)
-        if task.fmt == "otlp_json":
-            from pipeline.sources.otlp import iter_otlp_lines
-
-            yield from iter_otlp_lines(lines, task.path, task.first_lineno)
-            return
-        for lineno, line in enumerate(lines, start=task.first_lineno):
-            item = read_line(line, task.path, lineno)
-            if item is not None:
-                yield item
+        yield from _line_records(task, iter_line_range(spill, 0, spill.stat().st_size))
     finally:
         spill.unlink(missing_ok=True)
-
-
-def _iter_lines(data: bytes, source: str, first_lineno: int) -> Iterator[Record]:
-    from pipeline.sources.capture import read_line
-
-    for lineno, line in enumerate(io.BytesIO(data), start=first_lineno):
-        item = read_line(line, source, lineno)
-        if item is not None:
-            yield item
 
 
 def _tune_gc() -> None:

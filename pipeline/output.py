@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 import duckdb
 import orjson
@@ -73,14 +73,11 @@ def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
     """Write a relation in `fmt`; returns the number of rows written."""
     check(fmt, out_path)
     try:
-        if out_path is not None:
-            out_path.parent.mkdir(parents=True, exist_ok=True)  # as `report --out` does
-        written = _emit(rel, fmt, out_path)
         if out_path is None:
-            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
-        return written
-    except BrokenPipeError:
-        _reader_stopped()
+            with to_stdout():
+                return _emit(rel, fmt, None)
+        out_path.parent.mkdir(parents=True, exist_ok=True)  # as `report --out` does
+        return _emit(rel, fmt, out_path)
     except (OSError, duckdb.IOException) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UsageError(
@@ -88,22 +85,17 @@ def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
         ) from exc
 
 
-def _reader_stopped() -> NoReturn:
-    # The reader stopped (`| head`): not an error (click would exit 1). Later writes go nowhere,
-    # so Python's final flush does not fail either.
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    raise SystemExit(0) from None
-
-
 @contextmanager
 def to_stdout() -> Iterator[None]:
     """Lines written to stdout inside: a reader that stops early (`| head`) ends the command
-    with exit 0, as `emit` does for query results."""
+    with exit 0 (click would exit 1)."""
     try:
         yield
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except BrokenPipeError:
-        _reader_stopped()
+        # Later writes go nowhere, so Python's final flush does not fail either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
 
 
 def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pipeline.capture_format import RecordError, parse_line
@@ -93,12 +93,18 @@ def iter_line_range(path: Path, start: int, end: int) -> Iterator[bytes]:
             yield carry
 
 
+def iter_capture_lines(
+    lines: Iterable[bytes], source: str, first_lineno: int
+) -> Iterator[Exchange | Reject]:
+    """Records of consecutive capture lines, the first being line `first_lineno`."""
+    for lineno, line in enumerate(lines, start=first_lineno):
+        item = read_line(line, source, lineno)
+        if item is not None:
+            yield item
+
+
 def iter_capture_range(
     path: Path, start: int, end: int, first_lineno: int
 ) -> Iterator[Exchange | Reject]:
     """Records of the lines of an uncompressed file between byte offsets (on line boundaries)."""
-    source = str(path)
-    for lineno, line in enumerate(iter_line_range(path, start, end), start=first_lineno):
-        item = read_line(line, source, lineno)
-        if item is not None:
-            yield item
+    return iter_capture_lines(iter_line_range(path, start, end), str(path), first_lineno)
