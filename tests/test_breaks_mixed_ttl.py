@@ -125,9 +125,22 @@ def test_with_a_1h_system_and_a_5m_history_only_the_system_prompt_is_expected_te
     # segments: system block (1h breakpoint, position 0), then the messages
     assert (row["extended_segments"], row["segment_count"]) == (1, 4)
     assert row["live_segments"] == 1
-    assert row["live_bytes"] == len(orjson.dumps({"type": "text", "text": SYSTEM}))
-    expected_share = row["input_tokens"] * row["live_bytes"] / row["prompt_bytes"]
-    assert row["expected_read_tokens"] == round(expected_share)
+    # Worked from the request body, not from the row: the segments are the system block and
+    # the three messages as sent, markers removed; the reported input is the whole prompt
+    # (input + read + write, which _line sets to the body's bytes // 4). The expected read is
+    # the system block's share of it (granularity 1; above the 1,024-token minimum).
+    second = _body("1h", "5m", True)
+    system_bytes = len(orjson.dumps({"type": "text", "text": SYSTEM}))
+    turns = [("user", HISTORY), ("assistant", "Read it."), ("user", "What failed first?")]
+    message_bytes = sum(
+        len(orjson.dumps({"role": r, "content": [{"type": "text", "text": t}]})) for r, t in turns
+    )
+    prompt_tokens = len(orjson.dumps(second)) // 4
+    assert (row["live_bytes"], row["prompt_bytes"]) == (system_bytes, system_bytes + message_bytes)
+    assert row["input_tokens"] == prompt_tokens
+    expected = round(prompt_tokens * system_bytes / (system_bytes + message_bytes))
+    assert expected > 1024
+    assert row["expected_read_tokens"] == expected
     assert (row["lifetime_s"], row["default_lifetime_s"]) == (3600, 300)
 
 
