@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from pipeline import __version__
 from pipeline.commands.options import (
@@ -25,9 +26,21 @@ from pipeline.engines import engine_from, master_from
 from pipeline.engines.options import EngineOpt, SparkMasterOpt
 from pipeline.errors import ExitCode, PipelineError
 from pipeline.sources import CAPTURE_SUFFIXES, looks_like_capture
+from pipeline.stdout import to_stdout
+
+
+class _Group(TyperGroup):
+    """Every command writes its data to stdout through `to_stdout`, so `cacheaudit ... | head`
+    exits 0 whichever command it is (click exits 1 when the reader stops early)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with to_stdout():
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
     name="cacheaudit",
+    cls=_Group,
     help=(
         "Audit prompt caching in recorded LLM API traffic: how much input hit the cache, what it"
         " cost at the prices in force that day, what caching saved, and which change broke the"
@@ -222,16 +235,14 @@ def views(
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE, prices: PricesOpt = None, rules: RulesOpt = None
 ) -> None:
     """List the views you can query, with their columns, types and units (from schemas/)."""
-    from pipeline import output
     from pipeline import sql as sqlmod
 
     existing_warehouse(warehouse)
     sql_options(prices, rules)  # accepted as by the other reading commands, and checked
-    with output.to_stdout():
-        for name, cols in sqlmod.documented_views().items():
-            typer.echo(name)
-            for col, typ, unit in cols:
-                typer.echo(f"  {col}  {typ}" + (f"  ({unit})" if unit else ""))
+    for name, cols in sqlmod.documented_views().items():
+        typer.echo(name)
+        for col, typ, unit in cols:
+            typer.echo(f"  {col}  {typ}" + (f"  ({unit})" if unit else ""))
 
 
 @app.command()

@@ -4,10 +4,7 @@ Data goes to stdout (or --out); diagnostics never do."""
 from __future__ import annotations
 
 import csv
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +14,7 @@ import duckdb
 import orjson
 
 from pipeline.errors import UsageError
+from pipeline.stdout import to_stdout
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -83,19 +81,6 @@ def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
         raise UsageError(
             f"cannot write {out_path}: {reason}", hint="check --out: a file in a writable directory"
         ) from exc
-
-
-@contextmanager
-def to_stdout() -> Iterator[None]:
-    """Lines written to stdout inside: a reader that stops early (`| head`) ends the command
-    with exit 0 (click would exit 1)."""
-    try:
-        yield
-        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
-    except BrokenPipeError:
-        # Later writes go nowhere, so Python's final flush does not fail either.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(0) from None
 
 
 def _emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:

@@ -1,14 +1,20 @@
 """Where `sql` and friends write: --out paths a user gets wrong are one-line errors (never
-"this is a bug"), a reader that stops early (`| head`) is not a failure, and a table that cuts
-long values says so."""
+"this is a bug"), a reader that stops early (`| head`) is not a failure for any command, and a
+table that cuts long values says so."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
+from test_ingest_support import chat_line, chat_usage
+
+T0 = datetime(2026, 11, 2, 10, tzinfo=UTC)
 
 
 def test_sql_out_creates_missing_parent_directories(tmp_path: Path, cli: Any) -> None:
@@ -61,12 +67,25 @@ def test_a_reader_that_stops_early_is_not_a_failure(tmp_path: Path) -> None:
     assert err == b""
 
 
-def test_views_into_a_reader_that_has_already_stopped_is_not_a_failure(tmp_path: Path) -> None:
-    (tmp_path / "wh").mkdir()
+@pytest.mark.parametrize(
+    "args", [["views", "-w", "{wh}"], ["prices", "list"], ["summary", "-w", "{wh}"]]
+)
+def test_any_command_into_a_reader_that_has_already_stopped_is_not_a_failure(
+    tmp_path: Path, args: list[str]
+) -> None:
+    wh = tmp_path / "wh"
+    if "summary" in args:  # summary needs requests to print
+        capture = tmp_path / "c.jsonl"
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        capture.write_bytes(chat_line(T0, "r1", body, chat_usage(20, 0)))
+        subprocess.run([sys.executable, "-m", "pipeline", "ingest", str(capture), "-w", str(wh)],
+                       check=True, capture_output=True)  # fmt: skip
+    else:
+        wh.mkdir()
     env = {**os.environ, "TZ": "UTC"}
     env.pop("CACHEAUDIT_WAREHOUSE", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "views", "-w", str(tmp_path / "wh")],
+        [sys.executable, "-m", "pipeline", *(a.format(wh=wh) for a in args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
