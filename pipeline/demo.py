@@ -7,14 +7,16 @@ Usage numbers follow a simple model of each provider's cache (tokens = bytes / 4
 - DeepSeek: only persisted units hit: an earlier request's whole input, its input plus reply, or
   a prefix two earlier requests shared; units live 6 hours.
 
-Planted cache breakers (written to `<out>.planted.jsonl`, one line per affected request, so tests
-can measure precision and recall): a timestamp in the system prompt (research-agent), a tool list
+Planted cache breakers (written to `<out>.planted.csv`, one row per affected request, so tests
+can measure precision and recall; CSV, not JSON lines, so that ingesting the demo folder does not
+read the answer key as traffic): a timestamp in the system prompt (research-agent), a tool list
 whose order changes (ops-agent), an idle gap longer than the cache lifetime (code-agent), a
 rewritten history (summariser-agent). Same seed, same bytes.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import random
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ import orjson
 from pipeline.capture_format import dumps_record, make_record
 
 START = datetime(2026, 11, 16, 8, 0, tzinfo=UTC)
+PLANTED_COLUMNS = ("request_id", "cause", "detail", "agent", "session_id")
 WORDS = (
     "cache prefix token agent tool request latency budget deploy service query index user "
     "result retry window model policy schema context history message stable volatile order "
@@ -333,7 +336,7 @@ def write_demo(
     """Write the demo capture to `out` and the planted breakers next to it; returns exchanges."""
     rng = random.Random(seed)
     out.parent.mkdir(parents=True, exist_ok=True)
-    planted_path = out.with_name(out.name.split(".")[0] + ".planted.jsonl")
+    planted_path = out.with_name(out.name.split(".")[0] + ".planted.csv")
     keys = ["sk-demo-" + hashlib.sha256(f"{seed}-{i}".encode()).hexdigest()[:32] for i in range(3)]
     caches: dict[tuple[str, str], CacheModel] = {}
     written = 0
@@ -341,7 +344,12 @@ def write_demo(
         a.name: (_text(rng, a.system_kb * 1024), [_tool(rng, i) for i in range(a.tools)])
         for a in AGENTS
     }
-    with out.open("wb") as fh, planted_path.open("wb") as planted:
+    with (
+        out.open("wb") as fh,
+        planted_path.open("w", encoding="utf-8", newline="") as planted_file,
+    ):
+        planted = csv.writer(planted_file, lineterminator="\n")
+        planted.writerow(PLANTED_COLUMNS)
         for s in range(sessions):
             agent = AGENTS[s % len(AGENTS)]
             key = keys[s % 2] if agent.provider == "openai" else keys[2]
@@ -467,18 +475,7 @@ def write_demo(
                 fh.write(dumps_record(record))
                 written += 1
                 if cause:
-                    planted.write(
-                        orjson.dumps(
-                            {
-                                "request_id": rid,
-                                "cause": cause,
-                                "detail": detail,
-                                "agent": agent.name,
-                                "session_id": session_id,
-                            }
-                        )
-                        + b"\n"
-                    )
+                    planted.writerow([rid, cause, detail or "", agent.name, session_id])
                 if status == 200:
                     assistant: dict[str, Any] = {"role": "assistant", "content": text}
                     if agent.tools and rng.random() < 0.5:

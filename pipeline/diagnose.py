@@ -8,12 +8,11 @@ only reads `derived/`.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from pipeline import sql
 from pipeline.errors import InputError, NotFoundError
@@ -179,11 +178,8 @@ def planted_precision_recall(
     """Precision and recall of cache_breaks (request, cause) over a demo's planted breakers."""
     if not planted.is_file():
         raise InputError(f"planted file {planted} does not exist")
-    truth = set()
-    for line in planted.read_bytes().splitlines():
-        if line.strip():
-            item = orjson.loads(line)
-            truth.add((str(item["request_id"]), str(item["cause"])))
+    with planted.open(encoding="utf-8", newline="") as fh:
+        truth = {(row["request_id"], row["cause"]) for row in csv.DictReader(fh)}
     con = sql.connect(wh, options=options, only=("cache_breaks",))
     rows = con.execute("SELECT request_id, cause FROM cache_breaks").fetchall()
     found = {(str(r), str(c)) for r, c in rows}

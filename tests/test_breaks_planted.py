@@ -21,7 +21,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warehouse, Path]:
     write_demo(capture)
     wh = Warehouse(root / "wh")
     ingest([capture], wh)
-    return wh, root / "capture.planted.jsonl"
+    return wh, root / "capture.planted.csv"
 
 
 def test_cache_breaks_recovers_every_planted_breaker_with_its_cause_and_nothing_more(

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow.parquet as pq
@@ -44,14 +45,24 @@ def _usage_written_by_the_generator(capture: Path) -> tuple[int, int, int]:
     return requests, total_in, total_read
 
 
+def test_ingesting_the_demo_folder_reads_the_capture_and_not_its_answer_key(
+    tmp_path: Path, cli: Any
+) -> None:
+    folder = tmp_path / "demo"
+    write_demo(folder / "capture.jsonl", seed=3, sessions=2, min_turns=10, max_turns=11)
+    assert (folder / "capture.planted.csv").is_file()
+    out = cli("ingest", str(folder), "-w", str(tmp_path / "wh"))
+    assert out.returncode == 0, out.stderr
+    assert " 0 rejected" in out.stderr
+    assert "ignoring 1 file(s) without a capture extension" in out.stderr
+
+
 def test_the_same_seed_writes_the_same_bytes(tmp_path: Path) -> None:
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     write_demo(a, seed=11, sessions=3, min_turns=10, max_turns=12)
     write_demo(b, seed=11, sessions=3, min_turns=10, max_turns=12)
     assert a.read_bytes() == b.read_bytes()
-    assert (tmp_path / "a.planted.jsonl").read_bytes() == (
-        tmp_path / "b.planted.jsonl"
-    ).read_bytes()
+    assert (tmp_path / "a.planted.csv").read_bytes() == (tmp_path / "b.planted.csv").read_bytes()
 
 
 def test_ingest_prints_records_equal_accepted_plus_rejected_plus_skipped(cli, demo) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from collections import Counter
@@ -26,7 +27,12 @@ def demo(tmp_path_factory) -> tuple[Warehouse, Path, Path]:
     wh = Warehouse(root / "wh")
     ingest([root / "capture.jsonl"], wh, workers=1)
     generate_weekly(wh, root / "out", WeekSelection(all_weeks=True), now=NOW)
-    return wh, root / "out", root / "capture.planted.jsonl"
+    return wh, root / "out", root / "capture.planted.csv"
+
+
+def planted_rows(planted: Path) -> list[dict[str, str]]:
+    with planted.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def chart_data(page: Path, chart: str) -> list[dict]:
@@ -39,7 +45,7 @@ def chart_data(page: Path, chart: str) -> list[dict]:
 
 def test_the_weekly_pages_show_every_planted_breaker_by_cause(demo) -> None:
     _wh, out, planted = demo
-    expected = Counter(json.loads(line)["cause"] for line in planted.read_text().splitlines())
+    expected = Counter(row["cause"] for row in planted_rows(planted))
     shown: Counter[str] = Counter()
     pages = sorted(out.glob("2026-W*.html"))
     assert [p.name for p in pages] == ["2026-W47.html", "2026-W48.html"]
@@ -51,7 +57,7 @@ def test_the_weekly_pages_show_every_planted_breaker_by_cause(demo) -> None:
 
 def test_a_conversation_page_lists_its_turns_with_cause_and_excerpt(demo) -> None:
     wh, out, planted = demo
-    lines = [json.loads(line) for line in planted.read_text().splitlines()]
+    lines = planted_rows(planted)
     # The first conversation whose system prompt carries a timestamp (research-agent).
     conversation = next(p["session_id"] for p in lines if p["cause"] == "system_changed")
     page = generate_conversation(wh, out, conversation, now=NOW)

@@ -73,8 +73,6 @@ def captures(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     renamed = other.read_bytes().replace(b'"id":"demo-', b'"id":"other-')
     packed.write_bytes(gzip.compress(renamed + BAD_LINE))
     other.unlink()
-    for planted in folder.glob("*.planted.jsonl"):
-        planted.unlink()
     # A copy of the first 40 exchanges (already in capture.jsonl: skipped as duplicates) and a
     # file that is not traffic (one reject): both engines must treat them alike.
     overlap = folder / "overlap.jsonl"
