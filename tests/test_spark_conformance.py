@@ -277,3 +277,26 @@ def test_views_built_on_spark_are_not_empty_where_duckdb_has_rows(
     # Guards the comparison itself: a fixture that yields no rows would compare nothing.
     for view in ("requests", "segments", "rejects", "headline"):
         assert duck_con.sql(f'SELECT count(*) FROM "{view}"').fetchall()[0][0] > 0
+
+
+def test_spark_ingest_names_a_provider_map_entry_that_matched_no_record_like_the_local_engine(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_ingest_support import capture_record, line
+
+    from pipeline.engines.spark_ingest import ingest as spark_ingest
+
+    capture = tmp_path / "c.jsonl"
+    url = "http://127.0.0.1:18901/v1/chat/completions"
+    capture.write_bytes(
+        b"".join(line(capture_record(i, record_id=f"r{i}", url=url)) for i in (1, 2))
+    )
+    toml = tmp_path / "providers.toml"
+    toml.write_text(
+        '[[provider]]\nhost = "127.0.0.1:1890*"\nprovider = "vllm"\n'
+        '[[provider]]\nhost = "gw.internal*"\nprovider = "gateway"\n'
+    )
+    spark_ingest(spark, [capture], Warehouse(tmp_path / "wh"), providers_file=toml)
+    warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith("warning")]
+    assert len(warnings) == 1, warnings
+    assert "entry 2" in warnings[0] and '"gw.internal*"' in warnings[0]

@@ -35,6 +35,7 @@ from pipeline.ingest import (
     record_unrecognised,
     split_ranges,
     supersede,
+    warn_unmatched_rules,
     write_manifests,
 )
 from pipeline.sources import compression_of, detect_format
@@ -77,22 +78,28 @@ def _survey(spark: Any, paths: list[Path]) -> list[dict[str, Any]]:
     return list(surveyed)
 
 
-def _run_tasks(spark: Any, tasks: list[Task], root: str, options: Options) -> list[Counts]:
-    """Each task is one Spark task with its own Worker; counts come back in `tasks` order."""
+def _run_tasks(
+    spark: Any, tasks: list[Task], root: str, options: Options
+) -> tuple[list[Counts], set[int]]:
+    """Each task is one Spark task with its own Worker: counts in `tasks` order, and the
+    --providers entries some record matched (for the warning about the others)."""
 
     def run_partition(
         index: int, items: Iterator[tuple[int, Task]]
-    ) -> Iterator[tuple[int, Counts]]:
+    ) -> Iterator[tuple[int, Counts, list[int]]]:
         worker = Worker(root, options, index)
         done = [(i, worker.run(task)) for i, task in items]
         worker.finish()
-        return iter(done)
+        matched = sorted(worker.matched_rules)
+        return iter([(i, counts, matched) for i, counts in done])
 
     # Biggest first, so a long range does not start last while the other cores sit idle.
     order = sorted(range(len(tasks)), key=lambda i: -tasks[i].weight)
     rdd = spark.sparkContext.parallelize([(i, tasks[i]) for i in order], len(tasks))
-    counts = dict(rdd.mapPartitionsWithIndex(run_partition).collect())
-    return [counts[i] for i in range(len(tasks))]
+    results = rdd.mapPartitionsWithIndex(run_partition).collect()
+    counts = {i: c for i, c, _ in results}
+    matched = {rule for _, _, rules in results for rule in rules}
+    return [counts[i] for i in range(len(tasks))], matched
 
 
 def ingest(
@@ -136,10 +143,10 @@ def ingest(
             pending[s["hash"]] = fr
             result.files.append(fr)
             tasks.extend(tasks_of(s))
+        matched: set[int] = set()
         if tasks:
-            for task, counts in zip(
-                tasks, _run_tasks(spark, tasks, str(warehouse.root), options), strict=True
-            ):
+            all_counts, matched = _run_tasks(spark, tasks, str(warehouse.root), options)
+            for task, counts in zip(tasks, all_counts, strict=True):
                 fr = pending[task.source_hash]
                 fr.records += counts[0]
                 fr.accepted += counts[1]
@@ -150,6 +157,8 @@ def ingest(
             progress(total, total)
         drop_duplicates(warehouse, pending)
         write_manifests(warehouse, pending | unreadable)
+    if providers_file is not None:
+        warn_unmatched_rules(providers_file, matched, result)
     return result
 
 
