@@ -95,9 +95,13 @@ _PARAM_IN_TEXT = re.compile(
     rf"(?i)((?:[?&;]|%26|%3B)(?:key|{_NAME})(?:=|%3D))(?:(?!%26|%3B)[^&;\s\"'#<>])+"
 )
 # `api-key: ...` / `"x-api-key": "..."` / `x-auth-token=...` inside free text.
-_HEADER_IN_TEXT = re.compile(rf"(?i)((?<![\w.-])(?:{_NAME})\\?\"?\s*[:=]\s*\\?\"?)[^\s\"'\\,;]+")
+# A value keeps going through a JSON escape (`\/` as some writers send `/`): stopping at the first
+# backslash left the rest of a key on disk.
+_HEADER_IN_TEXT = re.compile(
+    rf"(?i)((?<![\w.-])(?:{_NAME})\\?\"?\s*[:=]\s*\\?\"?)(?:[^\s\"'\\,;]|\\[^\s\"'])+"
+)
 # `["x-auth-token", "..."]`: a header pair of a capture record quoted in an excerpt.
-_HEADER_PAIR_IN_TEXT = re.compile(rf'(?i)((?<![\w.-])(?:{_NAME})\\?"\s*,\s*\\?")[^"\\]*')
+_HEADER_PAIR_IN_TEXT = re.compile(rf'(?i)((?<![\w.-])(?:{_NAME})\\?"\s*,\s*\\?")(?:[^"\\]|\\.)*')
 # user:password@ in a URL.
 _USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@")
 # Query separators as sent or as percent-encoded by a client (or by an older capture tool).

@@ -19,11 +19,14 @@ RANGE_BLOCK = 4 * 1024 * 1024
 # after a secret header name (capture `["cookie", "..."]`), every HAR `"value"` (headers and
 # cookies) and secret query parameters are masked, besides key-shaped strings anywhere.
 _NAMES = "|".join(re.escape(n) for n in sorted(SECRET_HEADERS, key=len, reverse=True))
+# A value runs to its closing quote, escapes included: a JSON writer may send `/` as `\/`, and a
+# value cut at the first backslash left the rest of a key on disk.
+_JSON_STRING_BODY = r'(?:[^"\\]|\\.)*'
 _SECRET_VALUE = re.compile(
-    rf'(?i)((?<![\w-])(?:{_NAMES})\\?"\s*[,:]\s*(?:\\?"value\\?"\s*:\s*)?\\?")[^"\\]*'
+    rf'(?i)((?<![\w-])(?:{_NAMES})\\?"\s*[,:]\s*(?:\\?"value\\?"\s*:\s*)?\\?"){_JSON_STRING_BODY}'
 )
 # HAR name/value objects (headers, cookies, query strings): every value, whatever its name.
-_ANY_VALUE = re.compile(r'(\\?"value\\?"\s*:\s*\\?")[^"\\]*')
+_ANY_VALUE = re.compile(rf'(\\?"value\\?"\s*:\s*\\?"){_JSON_STRING_BODY}')
 _PARAMS = "|".join(re.escape(n) for n in sorted(SECRET_QUERY_PARAMS, key=len, reverse=True))
 _SECRET_PARAM = re.compile(rf"(?i)([?&](?:{_PARAMS})=)[^&\"\s#]*")
 
