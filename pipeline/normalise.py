@@ -23,6 +23,8 @@ from pipeline.redact import redact_text
 
 _EMPTY_PREFIX = b"\x00" * 16
 _BINARY_APIS = frozenset({"converse", "invoke_model"})
+# What a capture tool says when it saw the exchange cut before it completed.
+_CUT = frozenset({"interrupted", "client_disconnected"})
 SegmentColumns = tuple[list[str], list[str | None], list[bytes]]  # kinds, roles, exact bytes
 
 
@@ -185,8 +187,9 @@ def _normalise(
     if exchange.status is None:
         # No response arrived. A capture tool that could not reach the upstream (or timed out)
         # says why: http_error of that type. A source that saw the request cut before any
-        # response (a HAR entry without one: aborted, blocked) says interrupted.
-        interrupted = exchange.capture_outcome == "interrupted"
+        # response (a HAR entry without one: aborted, blocked), or a client that gave up before
+        # the headers, says interrupted: no provider error happened.
+        interrupted = exchange.capture_outcome in _CUT
         response = ResponseInfo(
             outcome="interrupted" if interrupted else "http_error",
             usage=None,
@@ -194,15 +197,30 @@ def _normalise(
             error_message=exchange.capture_error,
         )
     else:
-        # Bedrock streams are binary AWS event streams even when the capture lost the header.
-        binary_ok = route.api in _BINARY_APIS or "eventstream" in content_type
+        response = _response(exchange, dialect, route.api, provider, stream, content_type)
+    return build(
+        exchange, request_id, provider, route.api, request, response, stream, parts=parts,
+        segments=columns,
+    )  # fmt: skip
+
+
+def _response(
+    exchange: Exchange, dialect: Any, api: str, provider: str, stream: bool, content_type: str
+) -> ResponseInfo:
+    """The response as the dialect reads it. A body the capture saw cut (the upstream died
+    mid-body, the client left) may end anywhere, even inside a JSON value or a UTF-8 sequence:
+    it is an interrupted exchange with unknown usage, not an unreadable record."""
+    cut = exchange.capture_outcome in _CUT
+    # Bedrock streams are binary AWS event streams even when the capture lost the header.
+    binary_ok = api in _BINARY_APIS or "eventstream" in content_type
+    try:
         if not binary_ok and not exchange.response_body.isascii():  # ASCII is valid UTF-8
             try:
                 exchange.response_body.decode("utf-8")
             except UnicodeDecodeError:
                 raise RejectRecord("response body is not valid UTF-8") from None
         try:
-            response = dialect.parse_response(
+            response: ResponseInfo = dialect.parse_response(
                 exchange.status,
                 exchange.response_body,
                 provider,
@@ -210,18 +228,16 @@ def _normalise(
                 exchange.response_headers,
             )
         except (orjson.JSONDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise RejectRecord(f"{route.api} response not understood: {exc}") from exc
-        if (
-            exchange.capture_outcome in ("interrupted", "client_disconnected")
-            and response.outcome == "ok"
-        ):
-            # The capture saw the connection cut; a body that looks complete may still lack
-            # its usage chunk, but a usage already received stays reported.
-            response.outcome = "interrupted"
-    return build(
-        exchange, request_id, provider, route.api, request, response, stream, parts=parts,
-        segments=columns,
-    )  # fmt: skip
+            raise RejectRecord(f"{api} response not understood: {exc}") from exc
+    except RejectRecord:
+        if not cut:
+            raise
+        return ResponseInfo(outcome="interrupted", usage=None, error_message=exchange.capture_error)
+    if cut and response.outcome == "ok":
+        # The capture saw the connection cut; a body that looks complete may still lack
+        # its usage chunk, but a usage already received stays reported.
+        response.outcome = "interrupted"
+    return response
 
 
 def build(
