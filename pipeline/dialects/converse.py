@@ -7,9 +7,14 @@ Bedrock responses do not name the model.
 Usage (rulebook section 7): `inputTokens` EXCLUDES `cacheReadInputTokens` and
 `cacheWriteInputTokens` (observed: totalTokens 1329 = 2 + 5 + 1322), so the prompt total is the
 sum of the three. Real responses also carry duplicate `cacheReadInputTokenCount` /
-`cacheWriteInputTokenCount`; either name is accepted. When the cache fields are absent (no
-cachePoint in the request, e.g. the Nova stream sample) the reads and writes are unknown (NULL)
-and input is inputTokens alone. Bedrock reports no reasoning count.
+`cacheWriteInputTokenCount`; either name is accepted. When a cache field is absent (no
+cachePoint in the request, e.g. the Nova stream sample: 13 + 82 = 95) its count comes from
+`totalTokens`, which includes the cache (rulebook section 7, "trust the arithmetic"): total =
+input + output means no cache tokens, so reads and writes are 0, not unknown; one absent field
+is the rest of the total. Only when both are absent and the total exceeds input + output is the
+split unknown (NULL), the prompt total still being input + that rest. usage_semantics says
+`bedrock_exclusive_cache_from_total` whenever a count came from the total. Bedrock reports no
+reasoning count.
 
 ConverseStream is the binary AWS event stream (pipeline.eventstream): usage is on the final
 `metadata` event. No `metadata` event: interrupted, usage NULL. An `exception` message (e.g.
@@ -63,6 +68,10 @@ USAGE_MAP = DialectMap(
         "Model id from the URL path (`/model/{id}/converse`), percent-decoded.",
         "HTTP error type from the `x-amzn-errortype` header; in-stream `exception` messages "
         "are stream_error with the `:exception-type` header as error_type.",
+        "An absent cache field comes from `totalTokens`, which includes the cache (rulebook "
+        "section 7): total = input + output means reads and writes of 0; one absent field is the "
+        "rest of the total; both absent with a larger total leaves them unknown and adds the rest "
+        "to input_tokens. usage_semantics is then `bedrock_exclusive_cache_from_total`.",
     ),
 )
 
@@ -133,19 +142,54 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
     )
 
 
+_CACHE_FIELDS = ("cacheReadInputTokens", "cacheWriteInputTokens")
+FROM_TOTAL = "bedrock_exclusive_cache_from_total"
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _cache_from_total(view: dict[str, Any]) -> int | None:
+    """Fill the cache counts a response left out from its totalTokens, which includes them
+    (rulebook section 7: 1329 = 2 + 5 + 1322, "trust the arithmetic"). Returns the cache tokens
+    whose split stays unknown (both fields absent, total above input + output), else None."""
+    inp, out, tot = (_count(view.get(k)) for k in ("inputTokens", "outputTokens", "totalTokens"))
+    missing = [name for name in _CACHE_FIELDS if view.get(name) is None]
+    known = [_count(view.get(name)) for name in _CACHE_FIELDS if name not in missing]
+    if inp is None or out is None or tot is None or not missing or None in known:
+        return None
+    rest = tot - inp - out - sum(k for k in known if k is not None)
+    if rest == 0:  # no cache tokens at all: reported as 0 by the total, not unknown
+        for name in missing:
+            view[name] = 0
+    elif rest > 0 and len(missing) == 1:
+        view[missing[0]] = rest
+    elif rest > 0:
+        return rest
+    return None
+
+
 def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
     if not isinstance(raw, dict):
         return None
     view = dict(raw)
-    for name, alias in (
-        ("cacheReadInputTokens", "cacheReadInputTokenCount"),
-        ("cacheWriteInputTokens", "cacheWriteInputTokenCount"),
-    ):
+    aliases = ("cacheReadInputTokenCount", "cacheWriteInputTokenCount")
+    for name, alias in zip(_CACHE_FIELDS, aliases, strict=True):
         if view.get(name) is None and raw.get(alias) is not None:
             view[name] = raw[alias]
-    usage = read_usage(view, USAGE_MAP)
-    if usage is not None:
-        usage.raw = raw
+    absent = [name for name in _CACHE_FIELDS if view.get(name) is None]
+    unsplit = _cache_from_total(view)
+    filled = absent and any(view.get(name) is not None for name in absent)
+    usage = read_usage(view, USAGE_MAP, FROM_TOTAL if filled else None)
+    if usage is None:
+        return None
+    if unsplit is not None and usage.input_tokens is not None:
+        # Cache tokens were counted but not said as reads or writes: the prompt total is still
+        # known (inputTokens + them); the reads and writes stay unknown.
+        usage.input_tokens += unsplit
+        usage.semantics = FROM_TOTAL
+    usage.raw = raw
     return usage
 
 
