@@ -10,7 +10,13 @@ import pytest
 from fixtures.capture.fake_upstream import FakeUpstream
 from fixtures.capture.harness import capture_lines, serving
 
-from pipeline.capture.config import ProxyConfig, UpstreamRoute, load_config, parse_listen
+from pipeline.capture.config import (
+    ProxyConfig,
+    UpstreamRoute,
+    load_config,
+    parse_listen,
+    upstream_route,
+)
 from pipeline.capture.proxy import CaptureProxy, ProxyOptions
 from pipeline.capture.writer import CaptureWriter
 from pipeline.errors import InputError, UsageError
@@ -93,6 +99,50 @@ def test_a_bad_config_is_an_input_error_that_says_what_is_wrong(
     with pytest.raises(InputError) as caught:
         _config(tmp_path, text)
     assert message in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "message"),
+    [
+        (
+            "http://user:PLANTEDPW22@127.0.0.1:18804",
+            "'http://***@127.0.0.1:18804'",
+            "must not have a user name or password",
+        ),
+        (
+            "https://PLANTEDTOKEN22@api.example.com/v1",
+            "'https://***@api.example.com/v1'",
+            "must not have a user name or password",
+        ),
+        (
+            "http://127.0.0.1:18804/?key=PLANTEDUPKEY23",
+            "'http://127.0.0.1:18804/?...'",
+            "must not have a query or fragment",
+        ),
+        ("https://api.example.com/v1#PLANTEDFRAG", "'https://api.example.com/v1#...'", "fragment"),
+        ("ftp://u:PLANTEDPW@h/?key=PLANTEDKEY", "'ftp://***@h/?...'", "not an http(s) URL"),
+        ("user:PLANTEDPW@api.example.com", "'***@api.example.com'", "not an http(s) URL"),
+    ],
+)
+def test_a_refused_upstream_url_is_named_without_its_password_or_query(
+    tmp_path: Path, url: str, shown: str, message: str
+) -> None:
+    toml = tmp_path / "upstreams.toml"
+    toml.write_text(f'[[upstream]]\nurl = "{url}"\n')
+    for refuse in (lambda: upstream_route(url), lambda: load_config(toml)):
+        with pytest.raises(InputError) as caught:
+            refuse()
+        text = f"{caught.value.message} {caught.value.hint}"
+        assert "PLANTED" not in text
+        assert shown in text and message in text
+
+
+def test_upstream_credentials_are_refused_with_a_hint_to_send_them_from_the_client() -> None:
+    # The forwarding client would turn them into Basic auth, replacing each client's own
+    # Authorization header (its API key): refused, so nothing is silently rewritten.
+    with pytest.raises(InputError) as caught:
+        upstream_route("http://user:pw@127.0.0.1:18804/v1")
+    assert caught.value.hint is not None and "from the client" in caught.value.hint
 
 
 def test_listen_addresses_parse_and_bad_ones_are_usage_errors() -> None:

@@ -133,6 +133,34 @@ def test_an_exchange_without_response_headers_at_the_end_of_the_grace_gets_a_503
     assert (cut["outcome"], cut["response"]) == ("interrupted", None)
 
 
+def test_an_upstream_dying_mid_stream_cuts_the_client_and_logs_no_uvicorn_error(
+    upstream: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "capture"
+    proxy = ProxyProcess(
+        "--upstream", upstream.url, "--listen", "127.0.0.1:0", "--out", str(out), "--verbose"
+    )  # fmt: skip
+    try:
+        with (
+            pytest.raises(httpx.RemoteProtocolError),  # the cut reaches the client
+            httpx.stream(
+                "POST", proxy.url + CHAT, json=STREAM_BODY, headers={"x-fake-die-after": "3"}
+            ) as response,
+        ):
+            b"".join(response.iter_raw())
+        ok = httpx.post(proxy.url + CHAT, json=PLAIN_BODY, timeout=10)
+        assert ok.status_code == 200
+    finally:
+        code, log = proxy.stop(signal.SIGTERM)
+    assert code == 0, log
+    # The proxy cut the response on purpose and says so in its own line; uvicorn's
+    # "ASGI callable returned without completing response." is not printed.
+    assert "ERROR" not in log and "ASGI callable" not in log, log
+    assert re.search(r"^200 POST \S+ \d+ B ttfb \d+ ms total \d+ ms interrupted$", log, re.M), log
+    died, _ = [orjson.loads(line) for line in capture_lines(out)]
+    assert died["outcome"] == "interrupted"
+
+
 def test_a_killed_proxy_has_already_recorded_every_exchange_its_clients_saw_finish(
     upstream: Any, tmp_path: Path
 ) -> None:

@@ -89,17 +89,29 @@ def test_an_upstream_that_never_answers_gives_504_and_the_proxy_keeps_serving(
     assert ok["outcome"] == "complete"
 
 
-def test_an_upstream_dying_mid_stream_ends_the_clients_stream_and_is_recorded_interrupted(
+def test_an_upstream_dying_mid_stream_cuts_the_clients_stream_and_is_recorded_interrupted(
     tmp_path: Path, upstream: tuple[Any, FakeUpstream]
 ) -> None:
     server, _ = upstream
     out = tmp_path / "capture"
     events = sse_events(sample_bytes(OPENAI_STREAM))
+    headers = {"x-fake-die-after": "5"}
+    # Without the proxy, the client's HTTP library raises on the cut chunked stream.
+    with (
+        pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"),
+        httpx.stream("POST", server.url + CHAT, json=STREAM_BODY, headers=headers) as direct,
+    ):
+        b"".join(direct.iter_bytes())
     with recording_proxy(server.url, out) as (proxy, app):
-        with httpx.stream(
-            "POST", proxy.url + CHAT, json=STREAM_BODY, headers={"x-fake-die-after": "5"}
-        ) as response:
-            received = b"".join(response.iter_bytes())  # ends without an exception
+        received = b""
+        # Through the proxy too: the cut is not turned into a clean end of stream, which an
+        # SDK would take for a complete (truncated) answer.
+        with (
+            pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"),
+            httpx.stream("POST", proxy.url + CHAT, json=STREAM_BODY, headers=headers) as response,
+        ):
+            for chunk in response.iter_bytes():
+                received += chunk
         assert received == b"".join(events[:5])
         _still_serves(proxy.url)
         path = app.writer.current_path

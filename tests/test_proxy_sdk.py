@@ -219,3 +219,22 @@ def test_hint_headers_are_recorded_and_not_forwarded(stack: dict[str, Any]) -> N
         "agent": "planner",
         "tags": ["exp1", "arm-b"],
     }
+
+
+def test_the_openai_sdk_raises_when_the_upstream_dies_mid_stream_behind_the_proxy(
+    stack: dict[str, Any],
+) -> None:
+    # Were the cut turned into a clean end of stream, the SDK would hand the agent a truncated
+    # answer (no finish_reason, no usage) as complete, and it would not retry.
+    stream = _openai(stack["proxy"].url).chat.completions.create(
+        model="gpt-4o", messages=MESSAGES, stream=True, extra_headers={"x-fake-die-after": "5"}
+    )
+    chunks = []
+    with pytest.raises(openai.APIConnectionError):
+        for chunk in stream:
+            chunks.append(chunk)
+    assert len(chunks) == 5
+    assert all(c.choices[0].finish_reason is None for c in chunks if c.choices)
+    record = _latest(stack["out"], "/chat/completions")
+    assert record["outcome"] == "interrupted"
+    assert record["response"]["body"].count("data: ") == 5

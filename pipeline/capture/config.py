@@ -31,7 +31,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from pipeline.errors import InputError, UsageError
 
@@ -77,17 +77,37 @@ class ProxyConfig:
         return max(candidates, key=lambda r: (r.host is not None, len(r.prefix)))
 
 
+def _shown(parts: SplitResult) -> str:
+    """An upstream URL for an error message: a user:password@ becomes ***@, and the query
+    and fragment (either may hold a key) are only marked, never repeated."""
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    shown = urlunsplit(parts._replace(netloc=netloc, query="", fragment=""))
+    if not netloc and "@" in shown:  # no scheme: `user:pw@host` reads as scheme `user`
+        shown = "***@" + shown.rpartition("@")[2]
+    return shown + ("?..." if parts.query else "") + ("#..." if parts.fragment else "")
+
+
 def _clean_url(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise InputError(f"{where}: `url` must be a string like https://api.openai.com")
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InputError(
-            f"{where}: upstream {value!r} is not an http(s) URL",
+            f"{where}: upstream {_shown(parts)!r} is not an http(s) URL",
             hint="for example https://api.openai.com or http://127.0.0.1:8000",
         )
     if parts.query or parts.fragment:
-        raise InputError(f"{where}: upstream {value!r} must not have a query or fragment")
+        raise InputError(f"{where}: upstream {_shown(parts)!r} must not have a query or fragment")
+    if "@" in parts.netloc:
+        # httpx would send it as Basic auth, replacing the Authorization header (the API key)
+        # of every client request: not "forwarded unchanged", and the record would not say so.
+        raise InputError(
+            f"{where}: upstream {_shown(parts)!r} must not have a user name or password",
+            hint="the proxy forwards the client's own headers unchanged: send credentials"
+            " from the client (its API key / Authorization header)",
+        )
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
 
 

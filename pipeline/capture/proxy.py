@@ -5,7 +5,8 @@ the response is passed back chunk by chunk the moment each chunk arrives, and re
 side. Faults become records, not crashes:
 - upstream unreachable -> 502 to the client, record outcome `upstream_unreachable`;
 - no response headers within the read timeout -> 504, `upstream_timeout`;
-- upstream dies or stalls mid-body -> the client's stream ends, `interrupted` with what arrived;
+- upstream dies or stalls mid-body -> the client's connection is cut as the upstream's was (no
+  clean end, so its HTTP library raises), `interrupted` with what arrived;
 - client goes away -> the upstream request is cancelled, `client_disconnected`.
 
 Clients may add `x-cacheaudit-session`, `x-cacheaudit-agent` and `x-cacheaudit-tags` (comma
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
 import http.cookiejar
 import logging
@@ -58,6 +60,10 @@ Send = Callable[[Message], Awaitable[None]]
 Log = Callable[[str], None]
 
 _DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", *HINT_HEADERS}
+# True in an exchange's task once the proxy has left the client's response unfinished on purpose
+# (the upstream's broke off mid-body): uvicorn then closes the connection, and `_UvicornLines`
+# drops its complaint about the unfinished response, which is no fault of ours.
+_CUT: contextvars.ContextVar[bool] = contextvars.ContextVar("cacheaudit_cut", default=False)
 
 
 def stderr_log(line: str) -> None:
@@ -123,7 +129,7 @@ class CaptureProxy:
         self.stats = Stats()
         self._client: httpx.AsyncClient | None = None
         self._summary_task: asyncio.Task[None] | None = None
-        self._inflight: set[asyncio.Task[None]] = set()
+        self._inflight: set[asyncio.Task[bool]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -229,8 +235,11 @@ class CaptureProxy:
                         CLIENT_DISCONNECTED, "client disconnected; upstream request cancelled"
                     )
                 forward.cancel()
+            cut = False
             with contextlib.suppress(asyncio.CancelledError):
-                await forward
+                cut = await forward
+            if cut:
+                _CUT.set(True)
         except asyncio.CancelledError:  # server shutdown ran out of grace time
             rec.finish(INTERRUPTED, "proxy shut down before the exchange finished")
             forward.cancel()
@@ -244,9 +253,10 @@ class CaptureProxy:
         finally:
             watch.cancel()
 
-    async def _forward(self, rec: ExchangeRecorder, send: Send) -> None:
+    async def _forward(self, rec: ExchangeRecorder, send: Send) -> bool:
         """Forward one exchange. The record is written BEFORE the client sees the end of the
-        response, so an exchange the client saw finish is already on disk (in the kernel)."""
+        response, so an exchange the client saw finish is already on disk (in the kernel).
+        True when the response is left unfinished on purpose, for uvicorn to cut."""
         assert self._client is not None, "lifespan startup did not run"
         response: httpx.Response | None = None
         emitted = False
@@ -264,7 +274,7 @@ class CaptureProxy:
                 await _respond(
                     send, 504 if timeout else 502, _error_body(outcome, _describe(exc, rec))
                 )
-                return
+                return False
             headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw]
             rec.on_response_headers(response.status_code, headers)
             forwarded = [
@@ -292,12 +302,16 @@ class CaptureProxy:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as exc:
                 rec.finish(INTERRUPTED, f"upstream stream ended early: {type(exc).__name__}: {exc}")
-                if declared is not None:
-                    return  # a short fixed-length body cannot end cleanly: uvicorn drops the line
+                # The client must see the break as it would without us, not a clean end: left
+                # unfinished, the response is cut by uvicorn closing the connection (a chunked
+                # body without its last chunk, a fixed-length one short), as at shutdown, and
+                # the client's HTTP library raises. The record is written first (finally).
+                return True
             rec.finish(COMPLETE)
             if not emitted:
                 emitted = self._emit(rec)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return False
         finally:
             if not emitted:
                 self._emit(rec)
@@ -401,11 +415,12 @@ class _Server(uvicorn.Server):
             self.should_exit = True
 
 
-class _ShutdownLines(logging.Filter):
-    """On uvicorn's error logger while the server stops: its line about cancelling the
-    exchanges left when the grace time ends becomes one line of ours, and its complaint that
-    those exchanges returned without completing their response (on purpose: the client must
-    see a cut stream, not a clean end) is dropped. Other lines pass, as they do while serving."""
+class _UvicornLines(logging.Filter):
+    """On uvicorn's error logger. Its complaint that an exchange returned without completing
+    its response is dropped when the proxy cut it on purpose (the client must see a cut
+    stream, not a clean end): an upstream that broke off mid-body (`_CUT`), or any exchange
+    while the server stops. Then its line about cancelling the exchanges left when the grace
+    time ends becomes one line of ours. Other lines pass."""
 
     CUT_PREFIX = "Cancel "
     UNFINISHED = (
@@ -419,6 +434,8 @@ class _ShutdownLines(logging.Filter):
         self.log = log
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if _CUT.get() and str(record.msg) in self.UNFINISHED:
+            return False
         if not self.server.should_exit:
             return True
         msg = str(record.msg)
@@ -460,7 +477,7 @@ def serve(
     for route in config.routes:
         where = f"host {route.host} " if route.host else ""
         entry = f"http://{shown}:{bound_port}{route.prefix.rstrip('/')}/..."
-        log(f"capture: {where}{entry} -> {route.url}")
+        log(f"capture: {where}{entry} -> {redact_url(route.url)}")
     log(f"capture: listening on http://{shown}:{bound_port}, writing to {out_dir} (Ctrl-C stops)")
     server = _Server(
         uvicorn.Config(
@@ -474,12 +491,12 @@ def serve(
         )
     )
     uvicorn_log = logging.getLogger("uvicorn.error")
-    shutdown_lines = _ShutdownLines(server, log)
-    uvicorn_log.addFilter(shutdown_lines)
+    uvicorn_lines = _UvicornLines(server, log)
+    uvicorn_log.addFilter(uvicorn_lines)
     try:
         server.run(sockets=[sock])
     finally:
-        uvicorn_log.removeFilter(shutdown_lines)
+        uvicorn_log.removeFilter(uvicorn_lines)
         writer.close()
         sock.close()
     return sum(app.stats.outcomes.values())

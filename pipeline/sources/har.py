@@ -2,8 +2,10 @@
 
 Bodies come from `postData.text` and `content.text` (base64 when `encoding` says so). Timings:
 `startedDateTime` is the request start; first byte = blocked + dns + connect + send + wait (the
-`-1` "not applicable" values count as 0; `ssl` is inside `connect`); end = `time`. A HAR has no
-per-chunk timing, so a streamed body's time to first text is unknown (NULL).
+`-1` "not applicable" values count as 0; `ssl` is inside `connect`), unknown (NULL) without a
+response or without a `wait` (then nothing says when a byte came); end = `time`. A HAR has no
+per-chunk timing, so a streamed body's time to first text is unknown (NULL). A failed request's
+reason is `_error`, which Chrome and mitmproxy write in `response` (older tools: in the entry).
 
 A HAR is one JSON document, but it can be larger than memory (a long mitmproxy session), so it
 is never parsed whole: `iter_entry_bytes` scans the bytes for the extent of each element of
@@ -217,6 +219,27 @@ def _ms(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else 0.0
 
 
+def _first_byte_ms(timings: Any, status: int | None) -> float | None:
+    """Request start to the first response byte, or None when unknown: no response arrived
+    (Chrome puts a timed-out request's whole wait in `blocked`), or `wait`, the part that ends
+    at the first byte, is -1, absent or null."""
+    if status is None or not isinstance(timings, dict):
+        return None
+    wait = timings.get("wait")
+    if not isinstance(wait, int | float) or isinstance(wait, bool) or wait < 0:
+        return None
+    return sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
+
+
+def _error(entry: dict[str, Any], response: Any) -> str | None:
+    """Why the request failed: `_error` where Chrome and mitmproxy write it (in `response`),
+    or on the entry."""
+    for holder in (entry, response):
+        if isinstance(holder, dict) and holder.get("_error"):
+            return str(holder["_error"])
+    return None
+
+
 def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     if not isinstance(entry, dict):
         raise RecordError("HAR entry is not an object")
@@ -224,8 +247,6 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     response = entry.get("response") or {}
     url = str(request.get("url", ""))
     raw_headers = _pairs(request.get("headers"))
-    timings = entry.get("timings") or {}
-    first_byte = sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
     total = entry.get("time")
     raw_status = response.get("status")
     # No response (browsers export an aborted or blocked request with status 0 or without a
@@ -243,10 +264,10 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
         response_headers=redact_headers(_pairs(response.get("headers"))),
         response_body=_content(response.get("content")),
         account=account_of(raw_headers, url),
-        first_byte_ms=first_byte if timings else None,
+        first_byte_ms=_first_byte_ms(entry.get("timings"), status),
         end_ms=float(total) if isinstance(total, int | float) and total >= 0 else None,
         capture_outcome=None if status is not None else "interrupted",
-        capture_error=str(entry["_error"]) if entry.get("_error") else None,
+        capture_error=_error(entry, response),
     )
 
 
