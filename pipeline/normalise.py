@@ -233,10 +233,12 @@ def _response(
         if not cut:
             raise
         return ResponseInfo(outcome="interrupted", usage=None, error_message=exchange.capture_error)
-    if cut and response.outcome == "ok":
+    if cut and response.outcome in ("ok", "interrupted"):
         # The capture saw the connection cut; a body that looks complete may still lack
-        # its usage chunk, but a usage already received stays reported.
+        # its usage chunk, but a usage already received stays reported. What the capture saw
+        # is the reason, unless the body said one.
         response.outcome = "interrupted"
+        response.error_message = response.error_message or exchange.capture_error
     return response
 
 

@@ -182,10 +182,9 @@ def redact_url(url: str) -> str:
     parts = urlsplit(url)
     changed = False
     if "@" in parts.netloc:
-        # user:password@host carries a credential: keep only host[:port].
-        host = parts.hostname or ""
-        netloc = f"{host}:{parts.port}" if parts.port else host
-        parts, changed = parts._replace(netloc=netloc), True
+        # user:password@host carries a credential: keep only host[:port], as written (an
+        # IPv6 host keeps its brackets, a host its case).
+        parts, changed = parts._replace(netloc=parts.netloc.rpartition("@")[2]), True
     if ";" in parts.path:
         path = _PATH_PARAM.sub(_redact_path_param, parts.path)
         parts, changed = parts._replace(path=path), changed or path != parts.path

@@ -3,6 +3,7 @@ and a request that got no response has no time to first byte."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,22 @@ def test_a_response_whose_wait_is_not_applicable_or_absent_has_unknown_time_to_f
     rows = _rows(tmp_path, [all_unknown, no_wait, null_wait, known])
     assert [rows[i]["ttfb_ms"] for i in range(4)] == [None, None, None, 101.0]
     assert all(rows[i]["status_code"] == 200 for i in range(4))
+
+
+def test_a_stream_chrome_saw_fail_after_its_headers_is_interrupted_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    cut = har_entry(4, mime="text/event-stream")
+    events = [
+        {"id": "c1", "object": "chat.completion.chunk", "model": "gpt-4o",
+         "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}]},
+    ]  # fmt: skip
+    cut["response"]["content"]["text"] = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+    cut["response"]["_error"] = "net::ERR_INCOMPLETE_CHUNKED_ENCODING"
+    row = _rows(tmp_path, [cut])[0]
+    assert (row["status_code"], row["outcome"], row["usage_status"]) == (
+        200,
+        "interrupted",
+        "missing",
+    )
+    assert row["error_message"] == "net::ERR_INCOMPLETE_CHUNKED_ENCODING"

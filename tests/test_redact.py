@@ -49,6 +49,12 @@ def test_a_url_without_secrets_is_returned_unchanged() -> None:
     assert redact_url(url) == url
 
 
+def test_userinfo_is_dropped_and_the_host_kept_as_written() -> None:
+    assert redact_url("http://u:p@[::1]:8080/v1") == "http://[::1]:8080/v1"
+    assert redact_url("https://me:pw@Gateway.Example:443/x") == "https://Gateway.Example:443/x"
+    assert redact_url("https://me@host/x?key=abc") == "https://host/x?key=[REDACTED]"
+
+
 def test_the_account_is_a_fingerprint_of_the_bearer_key_not_the_key() -> None:
     acct = account_of([("authorization", "Bearer sk-abc")], "https://x")
     assert acct == fingerprint("sk-abc")

@@ -249,6 +249,7 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     raw_headers = _pairs(request.get("headers"))
     total = entry.get("time")
     raw_status = response.get("status")
+    error = _error(entry, response)
     # No response (browsers export an aborted or blocked request with status 0 or without a
     # `response`; mitmproxy writes status 0 for failed flows): interrupted, status unknown.
     status = int(raw_status) if isinstance(raw_status, int) and raw_status > 0 else None
@@ -266,8 +267,10 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
         account=account_of(raw_headers, url),
         first_byte_ms=_first_byte_ms(entry.get("timings"), status),
         end_ms=float(total) if isinstance(total, int | float) and total >= 0 else None,
-        capture_outcome=None if status is not None else "interrupted",
-        capture_error=_error(entry, response),
+        # No response, or a transfer that failed after the headers (Chrome's
+        # net::ERR_INCOMPLETE_CHUNKED_ENCODING on a cut stream): the exchange did not complete.
+        capture_outcome="interrupted" if status is None or error else None,
+        capture_error=error,
     )
 
 
