@@ -93,7 +93,7 @@ def _route(host: str, path: str, rules: tuple[providers.UserRule, ...]) -> provi
 
 
 def _arrival_ms(
-    exchange: Exchange, offsets: tuple[int | None, ...], stream: bool
+    exchange: Exchange, offsets: tuple[int | None, ...], stream: bool | None
 ) -> tuple[float | None, ...]:
     """When the body bytes at `offsets` had arrived, from the capture's chunk timings."""
     chunks = exchange.chunks
@@ -249,7 +249,7 @@ def build(
     api: str,
     request: RequestInfo,
     response: ResponseInfo,
-    stream: bool,
+    stream: bool | None,
     timing: tuple[float | None, float | None] | None = None,
     *,
     parts: SplitResult | None = None,

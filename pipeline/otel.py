@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from pipeline import providers
 from pipeline.dialects.common import segment
 from pipeline.dialects.fields import DialectMap, attr, first, never, read_usage
 from pipeline.normalise import Normalised, Skip, build
@@ -69,9 +70,13 @@ USAGE_MAP = DialectMap(
     notes=(
         "Spans carry no prompt bytes unless content capture was on, so their rows usually "
         "have usage and timing but no segments (no prefix-hash / cache-break analysis).",
-        "provider = `gen_ai.provider.name` (older: `gen_ai.system`), with gcp.* -> google, "
-        "aws.bedrock -> bedrock, azure.ai.openai -> azure_openai; model = "
-        "`gen_ai.response.model`, else `gen_ai.request.model`.",
+        "provider = the provider of `server.address` when it is a known API host (an OpenAI "
+        "client pointed at api.deepseek.com is deepseek), else `gen_ai.provider.name` (older: "
+        "`gen_ai.system`) lower-cased, with gcp.* -> google, aws.bedrock -> bedrock, "
+        "azure.ai.openai -> azure_openai; model = `gen_ai.response.model`, else "
+        "`gen_ai.request.model`.",
+        "stream = `gen_ai.request.stream` or `llm.is_streaming`; NULL when the span says "
+        "neither. A span without `startTimeUnixNano` is a reject.",
     ),
 )
 
@@ -162,6 +167,30 @@ def _provider(attrs: dict[str, Any]) -> str:
     return str(value).lower()
 
 
+def _provider_column(attrs: dict[str, Any]) -> str:
+    """The provider column: the builtin provider of `server.address` when it is a known API host
+    (the openai-v2 instrumentation says `openai` for a client pointed at api.deepseek.com),
+    else the span's provider name, lower-cased (OpenLLMetry writes "OpenAI", "Anthropic") and
+    mapped to the names the other sources use."""
+    host = attrs.get("server.address")
+    if isinstance(host, str) and host:
+        known = providers.builtin_provider(host)
+        if known is not None:
+            return known
+    name = (_str(attrs, "gen_ai.provider.name", "gen_ai.system") or "unknown").lower()
+    return _PROVIDERS.get(name, name)
+
+
+def _stream(attrs: dict[str, Any]) -> bool | None:
+    """Whether the call streamed: `gen_ai.request.stream`, or OpenLLMetry's `llm.is_streaming`;
+    None (unknown) when the span says neither."""
+    for name in ("gen_ai.request.stream", "llm.is_streaming"):
+        value = attrs.get(name)
+        if isinstance(value, bool):
+            return value
+    return None
+
+
 def _is_genai(attrs: dict[str, Any]) -> bool:
     return any(
         key in attrs
@@ -179,8 +208,7 @@ def normalise_span(exchange: Exchange, request_id: str) -> Normalised:
     attrs: dict[str, Any] = span.get("attributes") or {}
     if not _is_genai(attrs):
         raise Skip
-    provider_name = _str(attrs, "gen_ai.provider.name", "gen_ai.system") or "unknown"
-    provider = _PROVIDERS.get(provider_name, provider_name)
+    provider = _provider_column(attrs)
     usage = span_usage(attrs)
     outcome = "ok"
     error_type: str | None = None
@@ -188,8 +216,7 @@ def normalise_span(exchange: Exchange, request_id: str) -> Normalised:
         http = exchange.status
         outcome = "stream_error" if http is not None and http < 400 else "http_error"
         error_type = _str(attrs, "error.type") or "error"
-    stream_attr = attrs.get("gen_ai.request.stream")
-    stream = stream_attr is True
+    stream = _stream(attrs)
     request = RequestInfo(
         model=_str(attrs, "gen_ai.request.model"),
         stream=stream,

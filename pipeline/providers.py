@@ -164,6 +164,15 @@ def matching_rule(host: str, rules: list[UserRule] | tuple[UserRule, ...]) -> in
     return None
 
 
+def builtin_provider(host: str) -> str | None:
+    """The provider of a known API host (BUILTIN_HOSTS), port or not; None for any other."""
+    bare = bare_host(host.lower())
+    for pattern, provider in BUILTIN_HOSTS:
+        if fnmatch.fnmatch(bare, pattern):
+            return provider
+    return None
+
+
 def route(host: str, path: str, rules: list[UserRule] | None = None) -> Route | None:
     """Provider and dialect for a request, or None when it is not an LLM API call."""
     api = api_from_path(path)
@@ -175,13 +184,12 @@ def route(host: str, path: str, rules: list[UserRule] | None = None) -> Route | 
             return Route(rule.provider, chosen) if chosen else None
     if api is None:
         return None
-    host = bare_host(host.lower())
-    for pattern, provider in BUILTIN_HOSTS:
-        if fnmatch.fnmatch(host, pattern):
-            return Route(provider, api)
+    known = builtin_provider(host)
+    if known is not None:
+        return Route(known, api)
     # Any other host speaking a known path: a self-hosted OpenAI-compatible server (vLLM,
     # SGLang, a gateway). The provider column then holds the host, as the table contract says.
-    return Route(host, api, by_host=True)
+    return Route(bare_host(host.lower()), api, by_host=True)
 
 
 def simulator_provider(header_value: str | None) -> str | None:

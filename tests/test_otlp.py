@@ -183,3 +183,62 @@ def test_spans_without_prompt_content_get_no_cache_break_row(tmp_path: Path) -> 
         " WHERE requests.segment_count = 0"
     ).fetchall()
     assert breaks == 0  # not one cold start per span: nothing to analyse
+
+
+def _span_row(
+    tmp_path: Path, attrs: dict[str, object], start: object = "1782907200000000000"
+) -> dict[str, object] | Reject:
+    """The requests row of one span with these attributes, or its reject."""
+    values = []
+    for key, value in attrs.items():
+        if isinstance(value, bool):
+            values.append({"key": key, "value": {"boolValue": value}})
+        elif isinstance(value, int):
+            values.append({"key": key, "value": {"intValue": str(value)}})
+        else:
+            values.append({"key": key, "value": {"stringValue": value}})
+    span: dict[str, object] = {"traceId": "a", "spanId": "b", "attributes": values}
+    if start is not None:
+        span["startTimeUnixNano"] = start
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    (item,) = list(iter_otlp(path))
+    return item if isinstance(item, Reject) else normalise(item, "x").row
+
+
+def test_provider_names_are_lower_cased_and_a_known_api_host_names_the_provider(
+    tmp_path: Path,
+) -> None:
+    usage = {"gen_ai.request.model": "gpt-4o", "gen_ai.usage.input_tokens": 10}
+    openllmetry = _span_row(tmp_path, {"gen_ai.system": "OpenAI", **usage})
+    assert isinstance(openllmetry, dict) and openllmetry["provider"] == "openai"
+    anthropic = _span_row(tmp_path, {"gen_ai.system": "Anthropic", **usage})
+    assert isinstance(anthropic, dict) and anthropic["provider"] == "anthropic"
+    deepseek = _span_row(
+        tmp_path, {"gen_ai.system": "openai", "server.address": "api.deepseek.com", **usage}
+    )
+    assert isinstance(deepseek, dict) and deepseek["provider"] == "deepseek"
+    gateway = _span_row(
+        tmp_path, {"gen_ai.system": "openai", "server.address": "llm.internal", **usage}
+    )
+    assert isinstance(gateway, dict) and gateway["provider"] == "openai"
+
+
+def test_whether_a_span_streamed_is_unknown_unless_an_attribute_says_so(tmp_path: Path) -> None:
+    base = {"gen_ai.system": "openai", "gen_ai.usage.input_tokens": 10}
+    rows = [
+        _span_row(tmp_path, base),
+        _span_row(tmp_path, {**base, "gen_ai.request.stream": True}),
+        _span_row(tmp_path, {**base, "llm.is_streaming": False}),
+    ]
+    assert [r["stream"] for r in rows if isinstance(r, dict)] == [None, True, False]
+
+
+@pytest.mark.parametrize("start", [None, "0", 0, "soon"])
+def test_a_span_without_a_start_time_is_a_reject_not_a_row_in_1970(
+    tmp_path: Path, start: object
+) -> None:
+    item = _span_row(tmp_path, {"gen_ai.system": "openai"}, start=start)
+    assert isinstance(item, Reject)
+    assert "startTimeUnixNano" in item.reason

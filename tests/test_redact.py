@@ -182,3 +182,21 @@ def test_a_secret_after_an_escaped_slash_is_masked_to_its_end() -> None:
     assert "PLANTEDTAIL" not in excerpt(line + b"~" * 30)
     har = b'{"name":"api-key","value":"x\\/PLANTED19"},{"name":"accept","value":"*\\/*"}'
     assert "PLANTED19" not in excerpt(har)
+
+
+def test_credential_headers_in_otlp_span_attributes_are_masked_in_an_excerpt() -> None:
+    span = {
+        "name": "chat gpt-4o",
+        "attributes": [
+            {"key": "http.request.header.x-goog-api-key",
+             "value": {"stringValue": "plainsecretvalue123456789"}},
+            {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o"}},
+            {"key": "http.request.header.api-key",
+             "value": {"arrayValue": {"values": [{"stringValue": "0123456789abcdef0123"}]}}},
+        ],
+    }  # fmt: skip
+    text = json.dumps(span)
+    for cut in (len(text), len(text) - 40):  # whole, or a line cut short
+        out = excerpt(text[:cut].encode())
+        assert "plainsecret" not in out and "0123456789abcdef" not in out, out
+    assert "gpt-4o" in excerpt(text.encode())  # what is not a credential stays readable

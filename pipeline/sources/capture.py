@@ -10,7 +10,13 @@ from pathlib import Path
 
 from pipeline.capture_format import RecordError, parse_line
 from pipeline.records import Exchange, Reject
-from pipeline.redact import REDACTED, SECRET_HEADERS, SECRET_QUERY_PARAMS, redact_text
+from pipeline.redact import (
+    REDACTED,
+    SECRET_HEADERS,
+    SECRET_QUERY_PARAMS,
+    is_secret_name,
+    redact_text,
+)
 from pipeline.sources import open_binary
 
 RANGE_BLOCK = 4 * 1024 * 1024
@@ -31,9 +37,30 @@ _PARAMS = "|".join(re.escape(n) for n in sorted(SECRET_QUERY_PARAMS, key=len, re
 _SECRET_PARAM = re.compile(rf"(?i)([?&](?:{_PARAMS})=)[^&\"\s#]*")
 
 
+# OTLP attributes carry a header as `{"key": "http.request.header.x-api-key", "value":
+# {"stringValue": "..."}}`, or an arrayValue of such strings: every string value between a key
+# named for a credential (its last dotted part) and the next key is masked.
+_OTLP_KEY = re.compile(rf'\\?"key\\?"\s*:\s*\\?"({_JSON_STRING_BODY})\\?"')
+_STRING_VALUE = re.compile(rf'(\\?"stringValue\\?"\s*:\s*\\?"){_JSON_STRING_BODY}')
+
+
+def _mask_otlp_secrets(text: str) -> str:
+    keys = list(_OTLP_KEY.finditer(text))
+    out, pos = [], 0
+    for i, key in enumerate(keys):
+        if not is_secret_name(key.group(1).rsplit(".", 1)[-1]):
+            continue
+        end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
+        out += [text[pos : key.end()], _STRING_VALUE.sub(rf"\1{REDACTED}", text[key.end() : end])]
+        pos = end
+    return "".join(out) + text[pos:] if out else text
+
+
 def redact_excerpt(raw: bytes, limit: int = 200) -> str:
     """At most `limit` characters of an unreadable record, with secrets masked."""
     text = raw[: limit * 2].decode("utf-8", "replace")
+    if "stringValue" in text:
+        text = _mask_otlp_secrets(text)
     for pattern in (_SECRET_VALUE, _ANY_VALUE, _SECRET_PARAM):
         text = pattern.sub(rf"\1{REDACTED}", text)
     return redact_text(text)[:limit].replace("\n", " ")

@@ -90,7 +90,9 @@ def span_to_exchange(
     span: dict[str, Any], resource: dict[str, Any], source: str, index: int
 ) -> Exchange:
     attrs = attributes(span.get("attributes"))
-    start = _nanos(span.get("startTimeUnixNano")) or 0
+    start = _nanos(span.get("startTimeUnixNano"))
+    if not start:  # missing or 0: a row in 1970 would reach every weekly report
+        raise ValueError("span has no startTimeUnixNano")
     end = _nanos(span.get("endTimeUnixNano"))
     code, message = _status(span)
     host = attrs.get("server.address")
