@@ -242,3 +242,15 @@ def test_a_span_without_a_start_time_is_a_reject_not_a_row_in_1970(
     item = _span_row(tmp_path, {"gen_ai.system": "openai"}, start=start)
     assert isinstance(item, Reject)
     assert "startTimeUnixNano" in item.reason
+
+
+def test_a_span_that_ends_before_it_starts_has_an_unknown_duration(tmp_path: Path) -> None:
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "a", "spanId": "b", "startTimeUnixNano": "1782907200000000000",
+        "endTimeUnixNano": "1782907199000000000",
+        "attributes": [{"key": "gen_ai.system", "value": {"stringValue": "openai"}}],
+    }]}]}]}  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    (item,) = list(iter_otlp(path))
+    assert isinstance(item, Exchange) and item.end_ms is None

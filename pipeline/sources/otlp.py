@@ -121,7 +121,8 @@ def span_to_exchange(
         session_id=str(session) if session else None,
         agent=str(agent) if agent else None,
         tags=[f"service:{service}"] if isinstance(service, str) else [],
-        end_ms=(end - start) / 1e6 if end is not None and start else None,
+        # An end before the start (clock skew, a bad exporter) is no duration: unknown.
+        end_ms=(end - start) / 1e6 if end is not None and end >= start else None,
         span={
             "name": span.get("name"),
             "attributes": attrs,
