@@ -256,6 +256,7 @@ def summary(
     requests and the priced ones whose savings or left on the table are unknown counted.
     """
     from pipeline import sql as sqlmod
+    from pipeline.reports.numbers import ratio as share
 
     con = sqlmod.connect(
         existing_warehouse(warehouse),
@@ -269,17 +270,20 @@ def summary(
         err(f"{warehouse} holds no requests yet: run `cacheaudit ingest FILE -w {warehouse}`")
     typer.echo(f"requests:            {data['requests']}")
     typer.echo(f"  usage unknown:     {data['requests_usage_unknown']}")
-    # A NULL sum means no row had the value: unknown on every request, never 0.
-    typer.echo(
-        f"input tokens:        {_known_sum(data['input_tokens'], data['requests'], 'input')}"
-    )
+    # A NULL sum means no row had the value: unknown on every request, never 0. Input can be
+    # unknown with usage reported (an OTel span with only output), so it has its own count.
+    input_unknown = data["requests_input_unknown"]
+    input_line = _known_sum(data["input_tokens"], input_unknown, "input")
+    if data["input_tokens"] is not None and input_unknown:
+        input_line += f" ({input_unknown} requests with unknown input excluded)"
+    typer.echo(f"input tokens:        {input_line}")
     read = _known_sum(
         data["cache_read_tokens"], data["requests_excluded_from_ratio"], "input or cache read"
     )
     typer.echo(f"cache read tokens:   {read}")
     typer.echo(
         "hit ratio:           "
-        + (f"{ratio:.1%}" if ratio is not None else "n/a")
+        + (share(ratio) if ratio is not None else "n/a")
         + f" (token-weighted; {data['requests_excluded_from_ratio']} requests with unknown"
         " input or read excluded)"
     )
@@ -309,8 +313,11 @@ def summary(
 
 
 def _amount(value: float | None) -> str:
-    """A money sum over the priced requests; NULL when it was unknown on every one of them."""
-    return "unknown" if value is None else f"{value:.4f}"
+    """A money sum over the priced requests; NULL when it was unknown on every one of them.
+    Printed as the weekly report prints it: 4 decimals, more when a non-zero amount needs them."""
+    from pipeline.reports.numbers import money
+
+    return "unknown" if value is None else money(value, grouping=False)
 
 
 def _priced_note(row: dict[str, Any]) -> str:

@@ -2,8 +2,9 @@
 -- inputs: requests
 -- output: one row of headline numbers over the whole warehouse. Hit ratio is token-weighted,
 --   sum(cache read) / sum(input), over rows where both are known; the rows left out are counted,
---   and so are the rows left out of the output sum (output unknown, e.g. a stream cut after the
---   input counts arrived).
+--   and so are the rows left out of the input sum (input unknown, whether or not usage was
+--   reported) and of the output sum (output unknown, e.g. a stream cut after the input counts
+--   arrived).
 WITH source AS (
     SELECT * FROM requests
 ),
@@ -25,6 +26,7 @@ final AS (
         count(*)                                                AS requests,
         count(*) FILTER (WHERE usage_status = 'missing')        AS requests_usage_unknown,
         sum(input_tokens)::BIGINT                               AS input_tokens,
+        count(*) FILTER (WHERE input_tokens IS NULL)            AS requests_input_unknown,
         (SELECT read_tokens FROM ratio)                         AS cache_read_tokens,
         (SELECT input_tokens FROM ratio)                        AS input_tokens_with_read_known,
         (SELECT read_tokens::DOUBLE / nullif(input_tokens, 0) FROM ratio)

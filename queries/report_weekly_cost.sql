@@ -1,8 +1,9 @@
 -- name: report_weekly_cost
 -- inputs: request_costs
 -- output: the weekly report's cost headline, one row per ISO week and currency (no silent
---   conversion): cost, cost without caching, savings, left on the table, over priced requests;
---   beside them the week's requests with no price (all currencies), counted, never hidden.
+--   conversion): cost, cost without caching, savings, left on the table, over priced requests,
+--   with the priced requests whose savings or left on the table is unknown counted; beside them
+--   the week's requests with no price (all currencies), counted, never hidden.
 --   A week with no priced request gets one row with currency NULL.
 WITH source AS (
     SELECT
@@ -29,6 +30,7 @@ by_currency AS (
         sum(cost_total)                                                 AS cost_total,
         sum(cost_without_cache)                                         AS cost_without_cache,
         sum(savings)                                                    AS savings,
+        count(*) FILTER (WHERE savings IS NULL)::BIGINT                 AS requests_savings_unknown,
         sum(left_on_table)                                              AS left_on_table,
         count(*) FILTER (WHERE left_on_table IS NULL)::BIGINT           AS requests_left_unknown
     FROM source
@@ -44,6 +46,7 @@ final AS (
         c.cost_total,
         c.cost_without_cache,
         c.savings,
+        coalesce(c.requests_savings_unknown, 0)::BIGINT                 AS requests_savings_unknown,
         c.left_on_table,
         coalesce(c.requests_left_unknown, 0)::BIGINT                    AS requests_left_unknown,
         w.requests_unpriced_week,

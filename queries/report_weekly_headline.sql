@@ -2,8 +2,8 @@
 -- inputs: requests
 -- output: one row per ISO week (week = its Monday, UTC) with the weekly report's headline token
 --   numbers. Hit ratio is token-weighted over rows where input and read are both known; the
---   rows left out, the rows whose usage was not reported, and the rows left out of the output
---   sum (output unknown), are counted.
+--   rows left out, the rows whose usage was not reported, and the rows left out of the input
+--   sum (input unknown) and of the output sum (output unknown), are counted.
 WITH source AS (
     SELECT *, date_trunc('week', day)::DATE AS week FROM requests
 ),
@@ -14,6 +14,7 @@ final AS (
         count(*)::BIGINT                                                    AS requests,
         count(*) FILTER (WHERE usage_status = 'missing')::BIGINT            AS requests_usage_unknown,
         sum(input_tokens)::BIGINT                                           AS input_tokens,
+        count(*) FILTER (WHERE input_tokens IS NULL)::BIGINT                AS requests_input_unknown,
         sum(cache_read_tokens) FILTER (
             WHERE input_tokens IS NOT NULL AND cache_read_tokens IS NOT NULL)::BIGINT
                                                                             AS ratio_read_tokens,

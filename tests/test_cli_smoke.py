@@ -118,6 +118,33 @@ def test_summary_says_how_many_priced_requests_have_unknown_savings_or_left_on_t
     )
 
 
+def test_summary_prints_a_ratio_just_short_of_one_as_above_99_9_percent(
+    cli, warehouse: Path
+) -> None:
+    at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+    rows = [
+        tiny.request("a", at, "openai", "gpt-4o", input_tokens=10_000, cache_read_tokens=9_996,
+                     output_tokens=0),
+    ]  # fmt: skip
+    tiny.write(warehouse, rows)
+    result = cli("summary", "-w", str(warehouse))
+    assert result.returncode == 0, result.stderr
+    assert "hit ratio:           >99.9% (token-weighted;" in result.stdout
+
+
+def test_summary_prints_a_tiny_cost_with_its_digits_not_as_zero(cli, warehouse: Path) -> None:
+    at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+    rows = [
+        # 10 uncached x 2.50 per million = 0.000025 USD
+        tiny.request("a", at, "openai", "gpt-4o", input_tokens=10, cache_read_tokens=0,
+                     output_tokens=0),
+    ]  # fmt: skip
+    tiny.write(warehouse, rows)
+    result = cli("summary", "-w", str(warehouse))
+    assert result.returncode == 0, result.stderr
+    assert "cost (USD):          0.000025  saved by caching 0.0000" in result.stdout
+
+
 def test_reading_commands_refuse_a_directory_of_captures_passed_as_the_warehouse(
     tmp_path: Path, cli: Any
 ) -> None:

@@ -160,3 +160,78 @@ def test_daily_cost_is_split_into_four_parts_with_the_uncached_reference(cost_co
         (d2, "cache write", 0.0, 2.0, 2.0, 1, 1),
         (d2, "output", 0.0, 2.0, 2.0, 1, 1),
     ]
+
+
+def reported_cost_rows():
+    """A week where the provider reported some costs (OpenRouter), and a day with no price."""
+    return [
+        # computed: 0.66 USD, 1.20 without caching (as c1 above)
+        request("c1", "2026-11-23T10:00:00", "testprov", "m1", 1_000_000, 600_000, output=100_000),
+        # reported 0.01 USD, no price row: no cost without caching, so no savings
+        {
+            **request("o1", "2026-11-23T11:00:00", "openrouter", "nobody/unlisted", 1000, 0),
+            "reported_cost": 0.01,
+        },
+        # reported 0.001 USD wins over the computed 0.0026 (1,000 x 2.50 + 10 x 10.00 per million)
+        {
+            **request("o2", "2026-11-23T12:00:00", "openrouter", "openai/gpt-4o", 1000, 0),
+            "reported_cost": 0.001,
+        },
+        # Wednesday: the only request of the day has no price
+        request("c4", "2026-11-25T10:00:00", "nobody", "m-x", 1000, 0),
+    ]
+
+
+@pytest.fixture
+def reported_con(tmp_path: Path):
+    from test_report_support import PRICES_CSV
+
+    prices = tmp_path / "prices.csv"
+    prices.write_text(PRICES_CSV)
+    wh = write_requests(tmp_path / "wh", reported_cost_rows())
+    return sql.connect(wh, options=sql.SqlOptions(prices_paths=(prices,)))
+
+
+def test_weekly_cost_counts_the_priced_requests_whose_savings_are_unknown(reported_con) -> None:
+    got = rows(
+        reported_con,
+        "SELECT requests_priced, round(cost_total, 6), round(savings, 6),"
+        " requests_savings_unknown, requests_unpriced_week FROM report_weekly_cost",
+    )
+    # savings: (1.20 - 0.66) + (0.0026 - 0.001); o1 has none and is counted.
+    assert got == [(3, 0.671, 0.5416, 1, 1)]
+
+
+def test_daily_cost_bars_add_up_to_the_weekly_cost_when_the_provider_reported_it(
+    reported_con,
+) -> None:
+    [(bars, headline)] = rows(
+        reported_con,
+        "SELECT (SELECT sum(cost) FROM report_cost_daily),"
+        " (SELECT sum(cost_total) FROM report_weekly_cost)",
+    )
+    assert bars == pytest.approx(headline)
+    got = rows(
+        reported_con,
+        "SELECT part, round(cost, 6), round(cost_day, 6), requests_priced, requests_unpriced_day,"
+        " requests_without_cache_unknown FROM report_cost_daily"
+        " WHERE day = DATE '2026-11-23' ORDER BY part_order",
+    )
+    # The reported costs are one unsplit part (0.01 + 0.001, not o2's computed 0.0026); o1 has a
+    # cost, so it is priced, not unpriced, as in the headline; its cost without caching is not.
+    assert got == [
+        ("uncached input", 0.4, 0.671, 3, 0, 1),
+        ("cache read", 0.06, 0.671, 3, 0, 1),
+        ("cache write", 0.0, 0.671, 3, 0, 1),
+        ("output", 0.2, 0.671, 3, 0, 1),
+        ("reported by the provider", 0.011, 0.671, 3, 0, 1),
+    ]
+
+
+def test_daily_cost_keeps_a_day_whose_requests_all_went_unpriced(reported_con) -> None:
+    got = rows(
+        reported_con,
+        "SELECT currency, part, cost, requests_priced, requests_unpriced_day"
+        " FROM report_cost_daily WHERE day = DATE '2026-11-25'",
+    )
+    assert got == [(None, None, None, 0, 1)]

@@ -192,12 +192,12 @@ def test_the_headline_shows_cost_savings_and_unpriced_requests_at_the_given_pric
     )
     html = (out / "2026-W48.html").read_text(encoding="utf-8")
     # 0.66 + 2.00 USD; saved (1.20 + 2.00) - 2.66 = 0.54; the "nobody" request has no price.
-    assert '<div class="label">Cost (USD)</div><div class="value">2.66 USD</div>' in html
-    assert '<div class="label">Saved by caching</div><div class="value">0.54 USD</div>' in html
+    assert '<div class="label">Cost (USD)</div><div class="value">2.6600 USD</div>' in html
+    assert '<div class="label">Saved by caching</div><div class="value">0.5400 USD</div>' in html
     assert '<div class="label">No price</div><div class="value">1</div>' in html
     spec = specs_of(html)["chart-cost-split"]
     assert spec["title"] == "Cost per day, by kind of token (USD); dashed: cost without caching"
-    assert "1 request on these days had no price and are left out." in html
+    assert "1 request on these days had no price and is left out." in html
 
 
 def test_diff_excerpts_and_findings_render_as_text_in_their_tables() -> None:
@@ -308,3 +308,99 @@ def test_breaks_with_an_unknown_loss_are_counted_in_the_caption_and_tables_not_s
     ]
     caption = conversation_turns.build(turns).caption
     assert "2 cache breaks after the first. Tokens lost is unknown (\u2014) for 1 break" in caption
+
+
+def _priced_page(tmp_path: Path, rows: list[dict]) -> tuple[str, str]:
+    """The 2026-W48 page and the index, at the made-up USD prices of test_report_support."""
+    from test_report_support import PRICES_CSV
+
+    from pipeline.sql import SqlOptions
+
+    prices = tmp_path / "prices.csv"
+    prices.write_text(PRICES_CSV)
+    out = tmp_path / "out"
+    generate_weekly(
+        write_requests(tmp_path / "wh", rows),
+        out,
+        WeekSelection(week="2026-W48"),
+        options=SqlOptions(prices_paths=(prices,)),
+        now=NOW,
+    )
+    return (
+        (out / "2026-W48.html").read_text(encoding="utf-8"),
+        (out / "index.html").read_text(encoding="utf-8"),
+    )
+
+
+def test_the_input_tile_and_the_index_count_the_requests_whose_input_is_unknown(
+    tmp_path,
+) -> None:
+    # r8 reported usage without the prompt count (an OTel span with only output).
+    span = request("r8", "2026-11-26T10:00:00", "openai", "gpt-4.1", None, None, output=5)
+    wh = write_requests(tmp_path / "wh", [*ROWS, span])
+    out = tmp_path / "out"
+    generate_weekly(wh, out, WeekSelection(week="2026-W48"), now=NOW)
+    html = (out / "2026-W48.html").read_text(encoding="utf-8")
+    # r1..r4 known (13,000); r5 (no usage) and r8 left out; usage unknown stays r5 alone.
+    assert '<div class="label">Input tokens</div><div class="value">13,000</div>' in html
+    assert "cached included; 2 requests with unknown input left out" in html
+    assert '<div class="label">Usage unknown</div><div class="value">1</div>' in html
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert '<td class="num">13,000<br>2 requests with input unknown</td>' in index
+
+
+def test_with_reported_costs_the_saved_card_counts_its_unknowns_and_the_bars_agree(
+    tmp_path,
+) -> None:
+    from test_report_views import reported_cost_rows
+
+    rows = [r for r in reported_cost_rows() if r["request_id"] != "c4"]
+    html, _ = _priced_page(tmp_path, rows)
+    # 0.66 + 0.01 + 0.001 reported; o1 (reported, no price row) has no savings: counted.
+    assert '<div class="label">Cost (USD)</div><div class="value">0.6710 USD</div>' in html
+    assert "vs. the same requests uncached; unknown for 1 request</div>" in html
+    assert '<div class="label">No price</div><div class="value">0</div>' in html
+    # o1 has a cost: the caption does not call it unpriced, and the bars carry the same 0.671.
+    assert "had no price" not in html
+    bars = specs_of(html)["chart-cost-split"]["datasets"]
+    values = next(iter(bars.values()))
+    assert sum(v["cost"] for v in values) == pytest.approx(0.671)
+    assert "1 priced request with no cost without caching" in html
+
+
+def test_the_cost_caption_counts_the_unpriced_requests_of_a_day_with_no_priced_request(
+    tmp_path,
+) -> None:
+    from test_report_views import reported_cost_rows
+
+    # c1 priced on Monday; c4 alone and unpriced on Wednesday.
+    rows = [r for r in reported_cost_rows() if r["request_id"] in ("c1", "c4")]
+    html, _ = _priced_page(tmp_path, rows)
+    assert '<div class="label">No price</div><div class="value">1</div>' in html
+    assert "1 request on these days had no price and is left out." in html
+
+
+def test_small_amounts_and_near_total_ratios_never_print_as_zero_or_100_percent(
+    tmp_path,
+) -> None:
+    # 4 uncached x 1.00 + 9,996 read x 0.10 + 10 output x 2.00 per million = 0.0010236 USD;
+    # without caching 0.01002, saved 0.0089964; 9,996 / 10,000 read.
+    html, index = _priced_page(
+        tmp_path, [request("c1", "2026-11-23T10:00:00", "testprov", "m1", 10_000, 9_996)]
+    )
+    assert '<div class="label">Cost (USD)</div><div class="value">0.0010 USD</div>' in html
+    assert '<div class="label">Saved by caching</div><div class="value">0.0090 USD</div>' in html
+    assert '<div class="label">Hit ratio</div><div class="value">&gt;99.9%</div>' in html
+    assert '<td class="num">&gt;99.9%</td>' in html  # the per-model table
+    assert "100.0%" not in html
+    assert "0.0010 USD" in index
+    assert '<td class="num">&gt;99.9%</td>' in index
+
+
+def test_the_hit_ratio_table_names_what_its_left_out_requests_lack(wh, tmp_path) -> None:
+    html = week_page(wh, tmp_path / "out")
+    # r4 reported usage but not its cache read; r5 reported no usage: both left out.
+    assert '<th class="num">Left out (input or cache read unknown)</th>' in html
+    assert "2 requests with unknown input or cache-read tokens left out." in html
+    assert "Left out (usage unknown)" not in html
+    assert "with unknown usage left out" not in html

@@ -6,22 +6,39 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.reports import escape, footer, page
-from pipeline.reports.section import Section, fmt
+from pipeline.reports import escape, footer, numbers, page
+from pipeline.reports.section import Section, count, fmt
 
 CAPTION = (
     "One page per ISO week (Monday to Sunday, UTC). Hit ratio is token-weighted over requests"
-    " that reported both input and cache-read tokens; a dash means unknown."
+    " that reported both input and cache-read tokens; a dash means unknown. Input tokens and cost"
+    " count the requests they leave out (input unknown, no price)."
 )
 
 
+def _left_out(n: Any, what: str) -> str:
+    """`<br>3 requests ... left out` under a sum, when it left any out (an entry written by an
+    older version may not have the count: nothing is claimed then)."""
+    return f"<br>{escape.text(count(int(n), 'request') + ' ' + what)}" if n else ""
+
+
 def _cost(entry: dict[str, Any]) -> str:
-    rows = [r for r in entry.get("cost") or [] if r.get("currency")]
-    if not rows:
-        return escape.text(None)
-    return "<br>".join(
-        escape.text(f"{float(r['cost_total'] or 0):,.2f} {r['currency']}") for r in rows
+    cost_rows = entry.get("cost") or []
+    rows = [r for r in cost_rows if r.get("currency")]
+    unpriced = _left_out(
+        cost_rows[0].get("requests_unpriced_week") if cost_rows else None, "without a price"
     )
+    if not rows:
+        return escape.text(None) + unpriced
+    amounts = "<br>".join(
+        escape.text(
+            f"{numbers.money(r['cost_total'])} {r['currency']}"
+            if r.get("cost_total") is not None
+            else None
+        )
+        for r in rows
+    )
+    return amounts + unpriced
 
 
 def _row(label: str, entry: dict[str, Any]) -> str:
@@ -31,7 +48,8 @@ def _row(label: str, entry: dict[str, Any]) -> str:
         link,
         escape.text(f"{h.get('first_day')} to {h.get('last_day')}"),
         fmt(h.get("requests"), "int"),
-        fmt(h.get("input_tokens"), "int"),
+        fmt(h.get("input_tokens"), "int")
+        + _left_out(h.get("requests_input_unknown"), "with input unknown"),
         fmt(h.get("hit_ratio"), "ratio"),
         fmt(h.get("requests_usage_unknown"), "int"),
         _cost(entry),

@@ -9,7 +9,7 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.reports import escape
+from pipeline.reports import escape, numbers
 
 # Every chart is drawn at this width so pages line up and golden specs are stable.
 CHART_WIDTH = 640
@@ -61,11 +61,11 @@ def fmt(value: Any, kind: str) -> str:
     if kind == "int":
         return escape.text(f"{int(value):,}")
     if kind == "ratio":
-        return escape.text(f"{float(value):.1%}")
+        return escape.text(numbers.ratio(value))
     if kind == "ms":
         return escape.text(f"{float(value):,.0f} ms")
     if kind == "money":
-        return escape.text(f"{float(value):,.4f}")
+        return escape.text(numbers.money(value))
     if kind == "time":  # ISO text from DuckDB, shown as "YYYY-MM-DD HH:MM:SS"
         return escape.text(str(value).replace("T", " ")[:19])
     if kind == "code":

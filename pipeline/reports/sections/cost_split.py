@@ -1,5 +1,6 @@
 """Cost per day split into uncached input / cache read / cache write / output (stacked bars),
-with the cost the same requests would have had without caching as a reference line."""
+with the cost the same requests would have had without caching as a reference line. A cost the
+provider reported is one unsplit part, so the bars add up to the headline's cost."""
 
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ VIEWS = {VIEW: "request_costs"}
 TITLE = "Cost per day, by kind of token"
 CAPTION = (
     "What the priced requests cost each UTC day at the prices in force at their own time, split"
-    " into uncached input, cache reads, cache writes and output. The dashed line is what the same"
-    " requests would have cost with no caching at all: the gap is what caching saved. Requests"
-    " without a price are not in the bars; they are counted below."
+    " into uncached input, cache reads, cache writes and output; a cost the provider reported is"
+    " shown whole, unsplit, as in the headline. The dashed line is what the same requests would"
+    " have cost with no caching at all: the gap is what caching saved. Requests without a price"
+    " are not in the bars; they are counted below."
 )
-PARTS = ["uncached input", "cache read", "cache write", "output"]
-COLOURS = ["#e45756", "#54a24b", "#f58518", "#4c78a8"]
+PARTS = ["uncached input", "cache read", "cache write", "output", "reported by the provider"]
+COLOURS = ["#e45756", "#54a24b", "#f58518", "#4c78a8", "#b279a2"]
 
 
 def chart(rows: list[Row], currency: str) -> alt.LayerChart:
@@ -85,7 +87,14 @@ def build(data: WeekData) -> Section:
         return unavailable("cost-split", TITLE, CAPTION, reason)
     rows = data.get(VIEW)
     section = Section("cost-split", TITLE, CAPTION)
-    currencies = sorted({str(r["currency"]) for r in rows})
+    # Every day with a request has a row; a day with no priced request has currency NULL.
+    unpriced = {r["day"]: r["requests_unpriced_day"] for r in rows}
+    if total := sum(unpriced.values()):
+        section.caption += (
+            f" {count(total, 'request')} on these days had no price and"
+            f" {'is' if total == 1 else 'are'} left out."
+        )
+    currencies = sorted({str(r["currency"]) for r in rows if r["currency"] is not None})
     if not currencies:
         section.note = "no request this week could be priced"
         return section
@@ -93,9 +102,15 @@ def build(data: WeekData) -> Section:
         mine = [r for r in rows if r["currency"] == currency]
         name = "cost-split" if len(currencies) == 1 else f"cost-split-{currency.lower()}"
         section.charts.append(Chart(name, spec(chart(mine, currency))))
-    unpriced = {r["day"]: r["requests_unpriced_day"] for r in rows}
-    if total := sum(unpriced.values()):
+    no_reference = {
+        (r["day"], r["currency"]): r["requests_without_cache_unknown"]
+        for r in rows
+        if r["currency"] is not None
+    }
+    if missing := sum(no_reference.values()):
         section.caption += (
-            f" {count(total, 'request')} on these days had no price and are left out."
+            f" {count(missing, 'priced request')} with no cost without caching (a reported cost"
+            f" and no price row in its currency) {'is' if missing == 1 else 'are'} in the bars"
+            " but not in the dashed line."
         )
     return section

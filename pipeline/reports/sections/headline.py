@@ -3,7 +3,7 @@ requests had unknown usage or no price (counted, never hidden)."""
 
 from __future__ import annotations
 
-from pipeline.reports import escape
+from pipeline.reports import escape, numbers
 from pipeline.reports.data import Row, WeekData, missing_reason
 from pipeline.reports.section import Section, count, fmt
 
@@ -37,7 +37,10 @@ def _token_cards(row: Row) -> list[str]:
             f"{count(row['days_with_data'], 'day')} with traffic",
         ),
         _card(
-            "Input tokens", fmt(row["input_tokens"], "int"), "all prompt tokens, cached included"
+            "Input tokens",
+            fmt(row["input_tokens"], "int"),
+            f"all prompt tokens, cached included; {count(row['requests_input_unknown'], 'request')}"
+            " with unknown input left out",
         ),
         _card(
             "Hit ratio",
@@ -62,7 +65,7 @@ def _token_cards(row: Row) -> list[str]:
 def _money(value: object, currency: str) -> str:
     if value is None:
         return escape.text(None)
-    return escape.text(f"{float(str(value)):,.2f} {currency}")
+    return escape.text(f"{numbers.money(float(str(value)))} {currency}")
 
 
 def _cost_cards(rows: list[Row]) -> list[str]:
@@ -78,7 +81,10 @@ def _cost_cards(rows: list[Row]) -> list[str]:
                 f"{count(row['requests_priced'], 'priced request')}",
             ),
             _card(
-                "Saved by caching", _money(row["savings"], cur), "vs. the same requests uncached"
+                "Saved by caching",
+                _money(row["savings"], cur),
+                "vs. the same requests uncached; unknown for "
+                + count(row["requests_savings_unknown"], "request"),
             ),
             _card(
                 "Left on the table",

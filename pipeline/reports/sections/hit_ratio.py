@@ -44,7 +44,9 @@ def chart(rows: list[Row]) -> alt.Chart:
             alt.Tooltip("ratio_read_tokens:Q", title="Cache-read tokens", format=","),
             alt.Tooltip("ratio_input_tokens:Q", title="Input tokens", format=","),
             alt.Tooltip("requests:Q", title="Requests", format=","),
-            alt.Tooltip("requests_excluded_from_ratio:Q", title="Left out (usage unknown)"),
+            alt.Tooltip(
+                "requests_excluded_from_ratio:Q", title="Left out (input or cache read unknown)"
+            ),
         ],
     )
     result: alt.Chart = base.mark_line(point=True).properties(
@@ -56,10 +58,10 @@ def chart(rows: list[Row]) -> alt.Chart:
 MODEL_COLUMNS = (
     Column("series", "Provider · model"),
     Column("requests", "Requests", "int"),
-    Column("ratio_input_tokens", "Input tokens (usage known)", "int"),
+    Column("ratio_input_tokens", "Input tokens (input and cache read known)", "int"),
     Column("ratio_read_tokens", "Cache-read tokens", "int"),
     Column("hit_ratio", "Hit ratio", "ratio"),
-    Column("requests_excluded_from_ratio", "Left out (usage unknown)", "int"),
+    Column("requests_excluded_from_ratio", "Left out (input or cache read unknown)", "int"),
 )
 _SUMMED = ("requests", "ratio_input_tokens", "ratio_read_tokens", "requests_excluded_from_ratio")
 
@@ -90,5 +92,7 @@ def build(data: WeekData) -> Section:
     section.charts.append(Chart("hit-ratio", spec(chart(rows))))
     excluded = sum(r["requests_excluded_from_ratio"] for r in data.get(VIEW))
     if excluded:
-        section.caption += f" {count(excluded, 'request')} with unknown usage left out."
+        section.caption += (
+            f" {count(excluded, 'request')} with unknown input or cache-read tokens left out."
+        )
     return section

@@ -26,7 +26,7 @@ CAPTION = (
 COLUMNS = (
     Column("bucket", "Input length (tokens)"),
     Column("requests", "Requests", "int"),
-    Column("requests_in_ratio", "With usage known", "int"),
+    Column("requests_in_ratio", "Input and cache read known", "int"),
     Column("ratio_input_tokens", "Input tokens", "int"),
     Column("ratio_read_tokens", "Cache-read tokens", "int"),
     Column("hit_ratio", "Hit ratio", "ratio"),
