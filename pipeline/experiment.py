@@ -605,12 +605,48 @@ def _result(
     )
 
 
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 def load_results(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The manifest and every result line of an experiment directory."""
+    """The manifest and every result line of an experiment directory.
+
+    A file that is not what `experiment run` writes (a run killed mid-write, a full disk, a
+    hand edit) is an InputError naming the file, and the line for results.jsonl."""
     manifest_path = out_dir / "experiment.json"
     if not manifest_path.exists():
         raise InputError(f"{out_dir} is not an experiment directory (no experiment.json)")
-    manifest = orjson.loads(manifest_path.read_bytes())
+    try:
+        manifest = orjson.loads(_read_bytes(manifest_path))
+    except orjson.JSONDecodeError as exc:
+        raise InputError(
+            f"{manifest_path}: not valid JSON ({exc})",
+            hint="it is rewritten at the end of `cacheaudit experiment run`; run it again",
+        ) from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("run_id"), str):
+        raise InputError(
+            f"{manifest_path}: not an experiment manifest (no run_id)",
+            hint="it is written by `cacheaudit experiment run`",
+        )
     results_path = out_dir / "results.jsonl"
-    lines = results_path.read_bytes().splitlines() if results_path.exists() else []
-    return manifest, [orjson.loads(line) for line in lines if line.strip()]
+    lines = _read_bytes(results_path).splitlines() if results_path.exists() else []
+    results = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            result = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            cut = " (cut short: was the run stopped while writing?)" if number == len(lines) else ""
+            raise InputError(
+                f"{results_path}:{number}: not valid JSON{cut} ({exc})",
+                hint="remove or repair that line, or run the experiment again",
+            ) from None
+        if not isinstance(result, dict):
+            raise InputError(f"{results_path}:{number}: not a result object")
+        results.append(result)
+    return manifest, results

@@ -296,7 +296,11 @@ DETAIL_COLUMNS = (
 
 
 def _settings_html(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    change = manifest.get("step4_change") or {}
+    # A hand-edited or older manifest may lack a field or hold another type: show "?".
+    change = manifest.get("step4_change")
+    change = change if isinstance(change, dict) else {}
+    chars = manifest.get("document_chars")
+    chars_text = f"{chars:,}" if isinstance(chars, int) else "?"
     items = [
         (
             "Endpoint",
@@ -315,7 +319,7 @@ def _settings_html(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         (
             "Document",
             escape.text(
-                f"{manifest.get('document')} ({manifest.get('document_chars'):,} characters;"
+                f"{manifest.get('document')} ({chars_text} characters;"
                 f" a fresh run marker line per repeat: {manifest.get('fresh_document')})"
             ),
         ),

@@ -29,7 +29,7 @@ gateway AS (
         AND g.prefix = split_part(s.model_lc, '/', 1)
         AND (g.gateway = s.provider OR g.gateway = '*')
     QUALIFY row_number() OVER (
-        PARTITION BY s.req_key ORDER BY g.layer_rank, g.gateway = '*', g.row_id
+        PARTITION BY s.req_key ORDER BY g.layer_rank, g.gateway = '*', g.load_order
     ) = 1
 ),
 
@@ -44,18 +44,37 @@ named AS (
     LEFT JOIN gateway AS g USING (req_key)
 ),
 
--- Dated snapshots and moving names (deepseek-chat) map to the priced model while in force.
+-- A price row for the exact name requested (not a pattern), in force at the request's time:
+-- the most preferred layer that has one (0 user, 1 shipped).
+exact_named AS (
+    SELECT n.req_key, min(p.layer_rank)                                 AS exact_layer_rank
+    FROM named AS n
+    JOIN price_rows_source AS p
+        ON p.provider = n.lookup_provider
+        AND NOT p.model_is_pattern
+        AND p.model = n.lookup_model
+        AND (p.effective_from IS NULL OR n.started_at >= p.effective_from)
+        AND (p.effective_to IS NULL OR n.started_at < p.effective_to)
+    GROUP BY n.req_key
+),
+
+-- Dated snapshots and moving names (deepseek-chat) map to the priced model while in force,
+-- unless an exact row of the alias's layer or a preferred one is in force (exact_named): a
+-- user row for claude-sonnet-4-5-20250929 wins over the shipped alias, a user alias over a
+-- shipped row. pipeline/prices/resolve.py applies the same rule for `prices show`.
 alias_match AS (
     SELECT n.req_key, a.model AS alias_model, a.row_id AS alias_row
     FROM named AS n
+    LEFT JOIN exact_named AS e USING (req_key)
     JOIN model_aliases_source AS a
         ON a.provider = n.lookup_provider
         AND n.lookup_model GLOB a.alias
         AND (a.effective_from IS NULL OR n.started_at >= a.effective_from)
         AND (a.effective_to IS NULL OR n.started_at < a.effective_to)
+        AND (e.exact_layer_rank IS NULL OR a.layer_rank < e.exact_layer_rank)
     QUALIFY row_number() OVER (
         PARTITION BY n.req_key
-        ORDER BY a.layer_rank, a.alias_is_pattern, length(a.alias) DESC, a.row_id
+        ORDER BY a.layer_rank, a.alias_is_pattern, length(a.alias) DESC, a.load_order
     ) = 1
 ),
 
@@ -82,7 +101,10 @@ in_force AS (
 ),
 
 -- Conditions: time-of-day window, weekday, whole-prompt size. The best row wins: user before
--- shipped, preferred currency, more condition clauses, exact name, later start.
+-- shipped, preferred currency, more condition clauses, exact name, later start, then load
+-- order (file order, then line number: resolve.py's order, never the row_id text, where
+-- "x.csv:11" sorts before "x.csv:2"). `prices check` refuses two rows of equal rank that can
+-- both apply, so load order only ever decides between different model patterns.
 chosen AS (
     SELECT f.*
     FROM in_force AS f
@@ -97,7 +119,7 @@ chosen AS (
     QUALIFY row_number() OVER (
         PARTITION BY f.req_key
         ORDER BY f.layer_rank, f.currency_rank, f.specificity DESC, f.model_is_pattern,
-            f.effective_from DESC NULLS LAST, f.row_id
+            f.effective_from DESC NULLS LAST, f.load_order
     ) = 1
 ),
 

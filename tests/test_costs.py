@@ -303,6 +303,93 @@ def test_user_price_rows_win_over_shipped_rows(tmp_path: Path) -> None:
     assert digest_user[0] != digest_shipped[0]
 
 
+PRICE_HEADER = (
+    "provider,model,effective_from,effective_to,currency,condition,input_cache_miss_per_mtok,"
+    "input_cache_hit_per_mtok,cache_write_5m_per_mtok,cache_write_1h_per_mtok,output_per_mtok,"
+    "notes,source"
+)
+
+
+def sonnet_dated(rid: str, ts: str) -> dict[str, Any]:
+    # 2,000 uncached + 10,000 read + 6,000 written (4,000 of them 1h) = 18,000; 1,000 out.
+    return tiny.request(
+        rid, utc(ts), "anthropic", "claude-sonnet-4-5-20250929", input_tokens=18_000,
+        cache_read_tokens=10_000, cache_write_tokens=6_000, cache_write_1h_tokens=4_000,
+        output_tokens=1_000,
+    )  # fmt: skip
+
+
+def test_an_exact_user_row_beats_a_shipped_alias_and_a_user_alias_beats_a_shipped_row(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "dated.csv"
+    table.write_text(
+        f"{PRICE_HEADER}\n"
+        "anthropic,claude-sonnet-4-5-20250929,2025-11-01,,USD,,1,0.1,1.25,2,5,negotiated,\n",
+        encoding="utf-8",
+    )
+    aliases = tmp_path / "aliases.csv"
+    aliases.write_text(
+        "provider,alias,model,effective_from,effective_to,note,source\n"
+        "openai,gpt-4.1,gpt-4.1-mini,,,ours,test\n",
+        encoding="utf-8",
+    )
+    wh = tiny.write(
+        tmp_path / "warehouse",
+        [sonnet_dated("before_user_row", "2025-10-15T00:00:00Z"),
+         sonnet_dated("with_user_row", "2025-12-01T00:00:00Z"),
+         tiny.request("user_alias", utc("2025-12-01T00:00:00Z"), "openai", "gpt-4.1",
+                      input_tokens=1_000, cache_read_tokens=0, output_tokens=10)],
+    )  # fmt: skip
+    con = sqlmod.connect(wh, options=SqlOptions(prices_paths=(table, aliases)))
+    ours = cost(con, "with_user_row")
+    # 2,000 x 1 + 10,000 x 0.1 + 2,000 x 1.25 + 4,000 x 2 + 1,000 x 5, per million.
+    assert (ours["price_row"], ours["alias_row"]) == (f"{table}:2", None)
+    assert ours["price_model"] == "claude-sonnet-4-5-20250929"
+    assert ours["cost_total"] == pytest.approx(0.0185)
+    # Before the user row starts the shipped alias applies: anthropic.csv:12 (3/0.3/3.75/6/15).
+    shipped = cost(con, "before_user_row")
+    assert (shipped["price_row"], shipped["alias_row"]) == (
+        "anthropic.csv:12",
+        "model_aliases.csv:15",
+    )
+    assert shipped["cost_total"] == pytest.approx(0.0555)
+    # A user alias is not beaten by the shipped gpt-4.1 row (openai.csv:7): gpt-4.1-mini's.
+    aliased = cost(con, "user_alias")
+    assert (aliased["alias_row"], aliased["price_row"]) == (f"{aliases}:2", "openai.csv:8")
+
+
+def test_prices_show_and_request_costs_pick_the_same_row_between_equal_rank_patterns(
+    cli, tmp_path: Path
+) -> None:
+    # Two patterns, both matching mymodel, rank equally; file order decides: line 2 before
+    # line 11 (as text, "x.csv:11" would sort before "x.csv:2").
+    lines = [PRICE_HEADER, "openai,mymodel*,2025-01-01,2026-01-01,USD,,2,1,,,10,,"]
+    lines += [f"openai,other-{n},2025-01-01,2026-01-01,USD,,1,1,,,1,," for n in range(3, 11)]
+    lines += ["openai,*model,2025-01-01,2026-01-01,USD,,3,1,,,10,,"]
+    table = tmp_path / "tie.csv"
+    table.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert cli("prices", "check", "--prices", str(table)).returncode == 0
+    shown = cli(
+        "prices", "show", "mymodel", "--provider", "openai", "--at", "2025-03-03T08:00Z",
+        "--prices", str(table),
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    # (the table cuts long row ids: the row is told by its model pattern and miss price)
+    marked = [line.split()[3:8:4] for line in shown.stdout.splitlines() if line.startswith("*")]
+    row = tiny.request(
+        "r", utc("2025-03-03T08:00:00Z"), "openai", "mymodel",
+        input_tokens=1_000_000, cache_read_tokens=0, output_tokens=0,
+    )  # fmt: skip
+    con = sqlmod.connect(
+        tiny.write(tmp_path / "warehouse", [row]), options=SqlOptions(prices_paths=(table,))
+    )
+    got = cost(con, "r")
+    assert marked == [["mymodel*", "2"]]
+    assert got["price_row"] == f"{table}:2"
+    assert got["cost_total"] == pytest.approx(2.0)
+
+
 def _deepseek_record(rid: str, ts: str) -> bytes:
     import orjson
 

@@ -353,3 +353,102 @@ def test_traffic_to_the_simulator_through_the_capture_proxy_gets_the_rules_provi
     assert [(r["provider"], r["host"], r["api"]) for r in rows] == [
         ("anthropic", url.removeprefix("http://"), "messages")
     ] * 2
+
+
+def _cut_run(deepseek_url: str, tmp_path: Path) -> Path:
+    out = tmp_path / "exp"
+    run(deepseek_url, out, repeats=1)
+    return out
+
+
+def test_reporting_a_run_whose_results_were_cut_mid_line_names_the_file_and_line(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    out = _cut_run(deepseek_url, tmp_path)
+    results = out / "results.jsonl"
+    results.write_bytes(results.read_bytes()[:-40])  # a run killed while writing line 5
+    with pytest.raises(InputError) as info:
+        load_results(out)
+    assert info.value.message.startswith(
+        f"{results}:5: not valid JSON (cut short: was the run stopped while writing?)"
+    )
+    assert "\n" not in info.value.message
+
+
+@pytest.mark.parametrize("text", [b"{", b"[]", b'{"model": "x"}'], ids=["cut", "list", "no id"])
+def test_reporting_a_run_whose_manifest_is_not_one_says_so_and_exits_3(
+    cli: Any, deepseek_url: str, tmp_path: Path, text: bytes
+) -> None:
+    out = _cut_run(deepseek_url, tmp_path)
+    manifest = out / "experiment.json"
+    manifest.write_bytes(text)
+    done = cli("experiment", "report", str(out), "-w", str(tmp_path / "w"))
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.splitlines()[0].startswith(f"error: {manifest}: not ")
+    assert "internal error" not in done.stderr
+
+
+def _run_args(url: str, out: Path, *extra: str) -> list[str]:
+    args = ["experiment", "run", "--base-url", url, "--model", "claude-sonnet-4-5"]
+    return [
+        *args,
+        "--document",
+        str(DOCUMENT),
+        "--repeats",
+        "1",
+        "--wait",
+        "0",
+        *extra,
+        "--out",
+        str(out),
+    ]
+
+
+def test_a_run_where_every_request_failed_exits_non_zero_with_the_first_failure(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Chat Completions against the Anthropic-rules simulator: every request gets a 404.
+    settings = SimulatorSettings(rules="anthropic", chunk_ms=0)
+    with running(settings) as url:
+        done = cli(*_run_args(url, tmp_path / "exp", "--api", "chat_completions"))
+    assert done.returncode == 6, done.stderr
+    assert "5 requests, 5 not ok" in done.stderr
+    error = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert error == [
+        "error: every request failed (5 of 5 not ok); the first: http_error 404: this simulator"
+        " runs anthropic rules: use /v1/messages (cacheaudit-simulator)"
+    ]
+    assert done.stdout == ""  # no run id: there is nothing to ingest or report
+
+
+def test_a_run_where_some_requests_failed_exits_0_and_counts_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    import pipeline.experiment as experiment
+    from pipeline.cli import app
+
+    def partly_failed(cfg: ExperimentConfig, env: dict[str, str], **_: Any) -> Any:
+        return experiment.RunSummary("run-1", cfg.out_dir, requests=5, failed=2)
+
+    monkeypatch.setattr(experiment, "run_experiment", partly_failed)
+    done = CliRunner().invoke(app, _run_args("http://127.0.0.1:9", tmp_path / "exp"))
+    assert done.exit_code == 0, done.output
+    assert "warning: 2 of 5 requests were not ok" in done.stderr
+    assert done.stdout.strip() == "run-1"
+
+
+def test_a_report_from_a_manifest_missing_its_document_fields_shows_them_as_unknown(
+    deepseek_url: str, tmp_path: Path
+) -> None:
+    import orjson
+
+    out = _cut_run(deepseek_url, tmp_path)
+    manifest_path = out / "experiment.json"
+    manifest = orjson.loads(manifest_path.read_bytes())
+    del manifest["document_chars"]
+    manifest["step4_change"] = "hand-edited"
+    manifest_path.write_bytes(orjson.dumps(manifest))
+    page = generate(out, ingested(out, tmp_path / "wh"), out / "r.html").read_text()
+    assert "(? characters;" in page

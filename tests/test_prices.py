@@ -28,7 +28,7 @@ def test_check_explains_each_problem_with_file_and_line_and_exits_4(cli) -> None
     result = cli("prices", "check", "--prices", str(bad))
     assert result.returncode == 4
     lines = result.stderr.splitlines()
-    assert any(f"{bad}:3: price row acme/acme-1" in x and "overlaps line 2" in x for x in lines)
+    assert any(f"{bad}:3: price row acme/acme-1" in x and f"overlaps {bad}:2" in x for x in lines)
     assert any(f"{bad}:4: effective_from is not before effective_to" in x for x in lines)
     assert any(f"{bad}:5: unknown currency 'UDS'" in x for x in lines)
     assert any(f"{bad}:6: input_cache_miss_per_mtok is negative" in x for x in lines)
@@ -220,3 +220,202 @@ def test_list_with_no_matching_rows_names_the_providers_that_have_rows(cli) -> N
     assert result.returncode == 0
     assert "no price rows match (provider=nosuch" in result.stderr
     assert "anthropic, deepseek, google, openai" in result.stderr
+
+
+def _table(tmp_path: Path, rows: dict[int, str], name: str = "user.csv") -> Path:
+    """A user price table with `rows` at those line numbers; other lines are filler rows."""
+    header = (FIXTURES / "bad.csv").read_text(encoding="utf-8").splitlines()[0]
+    last = max(rows)
+    lines = [header] + [
+        rows.get(n, f"acme,filler-{n},2025-01-01T00:00Z,,USD,,1,0.1,,,2,,")
+        for n in range(2, last + 1)
+    ]
+    table = tmp_path / name
+    table.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return table
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "both"),
+    [
+        ("utc_time=00:00-12:00", "utc_time=06:00-18:00", "utc_time=06:00-12:00"),
+        ("utc_time=00:00-12:00", "weekday=sat-sun", "utc_time=00:00-12:00; weekday=sat-sun"),
+        ("prompt_tokens>200000", "prompt_tokens>=200001", "prompt_tokens>=200001"),
+        (
+            "utc_time=16:30-00:30; weekday=mon-fri",
+            "utc_time=00:00-01:00; weekday=fri-sun",
+            "utc_time=00:00-00:30; weekday=fri",
+        ),
+    ],
+)
+def test_check_reports_two_rows_of_equal_rank_whose_conditions_can_hold_at_one_instant(
+    cli, tmp_path: Path, first: str, second: str, both: str
+) -> None:
+    table = _table(
+        tmp_path,
+        {
+            2: f"acme,acme-1,2025-01-01T00:00Z,2026-01-01T00:00Z,USD,{first},2,1,,,10,,",
+            11: f"acme,acme-1,2025-03-01T00:00Z,,USD,{second},3,1,,,10,,",
+        },
+    )
+    result = cli("prices", "check", "--prices", str(table))
+    assert result.returncode == 4
+    assert result.stderr.splitlines()[0] == (
+        f"{table}:11: price row acme/acme-1 ({second}) [2025-03-01T00:00Z, open) and {table}:2"
+        f" ({first}) [2025-01-01T00:00Z, 2026-01-01T00:00Z) both apply at equal rank when"
+        f" {both!r} in [2025-03-01T00:00Z, 2026-01-01T00:00Z), so which one prices a request"
+        " there hangs on their order; make their conditions disjoint, or give the row that"
+        " should win more clauses"
+    )
+    assert "error: 1 problem(s)" in result.stderr
+
+
+def test_check_reports_only_the_pairs_that_can_apply_together_at_equal_rank(
+    tmp_path: Path,
+) -> None:
+    table = _table(
+        tmp_path,
+        {
+            2: "acme,acme-1,2025-01-01T00:00Z,,USD,utc_time=00:00-12:00,2,1,,,10,,",
+            3: "acme,acme-1,2025-01-01T00:00Z,,USD,utc_time=12:00-24:00,2,1,,,10,,",  # disjoint
+            4: "acme,acme-1,2025-01-01T00:00Z,,USD,,2,1,,,10,,",  # the default: fewer clauses
+            5: "acme,acme-1,2025-01-01T00:00Z,,USD,utc_time=06:00-18:00; weekday=mon,2,1,,,10,,",
+            6: "acme,acme-2,2025-01-01T00:00Z,,USD,utc_time=01:00-04:00; weekday=mon-fri,2,1,,,1,,",
+            7: "acme,acme-2,2025-01-01T00:00Z,,USD,utc_time=01:00-04:00; weekday=sat-sun,,,,,,,",
+            8: "acme,acme-2,2025-01-01T00:00Z,,USD,utc_time=03:00-05:00; weekday=fri-sat,3,1,,,1,,",
+        },
+    )
+    problems = validate.check(loader.load([table]))
+    assert [(p.line, p.message.split(" both apply")[0].split(" and ")[-1]) for p in problems] == [
+        (8, f"{table}:6 (utc_time=01:00-04:00; weekday=mon-fri) [2025-01-01T00:00Z, open)"),
+        (8, f"{table}:7 (utc_time=01:00-04:00; weekday=sat-sun) [2025-01-01T00:00Z, open)"),
+    ]
+    assert "when 'utc_time=03:00-04:00; weekday=fri'" in problems[0].message
+    assert "when 'utc_time=03:00-04:00; weekday=sat'" in problems[1].message
+
+
+def test_check_accepts_rows_whose_common_days_miss_each_others_weekdays(tmp_path: Path) -> None:
+    # Both in force only on Wed 2025-01-01 and Thu 01-02: the Saturday row cannot apply then.
+    table = _table(
+        tmp_path,
+        {
+            2: "acme,acme-1,2024-01-01T00:00Z,2025-01-03T00:00Z,USD,utc_time=00:00-12:00,2,1,,,10,"
+            ",",
+            3: "acme,acme-1,2025-01-01T00:00Z,,USD,weekday=sat,3,1,,,10,,",
+        },
+    )
+    assert validate.check(loader.load([table])) == []
+    # One more day of overlap reaches Saturday 2025-01-04 (hours 00-12): now they collide.
+    later = _table(
+        tmp_path,
+        {
+            2: "acme,acme-1,2024-01-01T00:00Z,2025-01-04T06:00Z,USD,utc_time=00:00-12:00,2,1,,,10,"
+            ",",
+            3: "acme,acme-1,2025-01-01T00:00Z,,USD,weekday=sat,3,1,,,10,,",
+        },
+        "later.csv",
+    )
+    assert [p.line for p in validate.check(loader.load([later]))] == [3]
+
+
+@pytest.mark.parametrize(
+    ("cell", "reason"),
+    [
+        ("inf", "'inf' is not a finite number"),
+        ("nan", "'nan' is not a finite number"),
+        ("1e400", "'1e400' is not a finite number"),
+        ("-0.5", "is negative: -0.5"),
+        ("5e12", "5e12 is over 1e+09 per million tokens; prices are per million tokens"),
+    ],
+)
+def test_a_price_that_is_not_finite_or_is_absurd_is_refused_with_file_and_line(
+    cli, tmp_path: Path, cell: str, reason: str
+) -> None:
+    table = _table(tmp_path, {2: f"acme,acme-1,2025-01-01T00:00Z,,USD,,1,0.1,,,{cell},,"})
+    checked = cli("prices", "check", "--prices", str(table))
+    assert checked.returncode == 4
+    assert checked.stderr.splitlines()[0] == f"{table}:2: output_per_mtok {reason}"
+    # Any command loading the table refuses it the same way, before pricing anything.
+    shown = cli("prices", "show", "acme-1", "--at", "2025-06-01T00:00Z", "--prices", str(table))
+    assert shown.returncode == 4
+    assert f"{table}:2: output_per_mtok {reason}" in shown.stderr
+
+
+def test_show_prices_a_dated_id_with_a_user_row_for_it_not_through_the_shipped_alias(
+    cli, tmp_path: Path
+) -> None:
+    table = _table(
+        tmp_path, {2: "anthropic,claude-sonnet-4-5-20250929,2025-11-01,,USD,,1,0.1,1.25,2,5,,"}
+    )
+    args = ("prices", "show", "claude-sonnet-4-5-20250929", "--provider", "anthropic")
+    result = cli(*args, "--at", "2025-12-01T00:00Z", "--prices", str(table))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        f"anthropic/claude-sonnet-4-5-20250929 (priced as itself: {table}:2 is a user row for"
+        " this exact name, which wins over alias model_aliases.csv:15: claude-sonnet-4-5-20250929"
+        " -> claude-sonnet-4-5) at 2025-12-01T00:00:00Z"
+    )
+    used = [line.split() for line in lines if line.startswith("*")]
+    assert [u[2:4] + u[-5:] for u in used] == [
+        ["anthropic", "claude-sonnet-4-5-20250929", "1", "0.1", "1.25", "2", "5"]
+    ]
+    # Before the user row starts, the shipped alias prices the id, and says why.
+    early = cli(*args, "--at", "2025-10-15T00:00Z", "--prices", str(table))
+    assert early.returncode == 0, early.stderr
+    assert early.stdout.splitlines()[0] == (
+        "anthropic/claude-sonnet-4-5 (alias model_aliases.csv:15: claude-sonnet-4-5-20250929 ->"
+        " claude-sonnet-4-5; no price row for the exact name is in force) at 2025-10-15T00:00:00Z"
+    )
+    used = [line.split() for line in early.stdout.splitlines() if line.startswith("*")]
+    assert [u[1] for u in used] == ["anthropic.csv:12"]
+
+
+def test_resolve_takes_an_exact_row_over_an_alias_of_its_layer_or_a_lower_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "aliases.csv").write_text(
+        "provider,alias,model,effective_from,effective_to,note,source\n"
+        "openai,gpt-4.1,gpt-4.1-mini,,,ours,test\n",
+        encoding="utf-8",
+    )
+    _table(tmp_path, {2: "anthropic,claude-sonnet-4-5-20250929,2025-11-01,,USD,,1,0.1,1.25,2,5,,"})
+    tables = loader.load([tmp_path])
+    at = datetime(2025, 12, 1, tzinfo=UTC)
+    # A user row for the dated id beats the shipped alias model_aliases.csv:15.
+    dated = resolve.resolve(tables, "anthropic", "claude-sonnet-4-5-20250929", at)
+    assert (dated.model, dated.alias) == ("claude-sonnet-4-5-20250929", None)
+    assert dated.skipped_alias is not None and dated.skipped_alias.place.row_id == (
+        "model_aliases.csv:15"
+    )
+    row = resolve.pick(tables, dated, at, 1000)
+    assert row is not None and row.place.row_id == f"{tmp_path / 'user.csv'}:2"
+    # A user alias still beats the shipped row for the exact name (openai.csv:7).
+    aliased = resolve.resolve(tables, "openai", "gpt-4.1", at)
+    assert aliased.model == "gpt-4.1-mini" and aliased.alias is not None
+    assert aliased.exact_row is not None and aliased.exact_row.place.row_id == "openai.csv:7"
+
+
+def test_check_reports_an_alias_that_a_row_of_its_own_layer_for_the_same_name_shadows(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a_aliases.csv").write_text(
+        "provider,alias,model,effective_from,effective_to,note,source\n"
+        "acme,acme-1-2025,acme-1,2025-06-01,,,\n",
+        encoding="utf-8",
+    )
+    _table(
+        tmp_path,
+        {
+            2: "acme,acme-1,2025-01-01T00:00Z,,USD,,1,0.1,,,2,,",
+            3: "acme,acme-1-2025,2025-01-01T00:00Z,2025-07-01T00:00Z,USD,,1,0.1,,,2,,",
+        },
+        "b_prices.csv",
+    )
+    problems = [str(p) for p in validate.check(loader.load([tmp_path]))]
+    assert problems == [
+        f"{tmp_path / 'a_aliases.csv'}:2: alias acme/acme-1-2025 -> acme-1 [2025-06-01T00:00Z,"
+        f" open) is not used while price row {tmp_path / 'b_prices.csv'}:3 [2025-01-01T00:00Z,"
+        " 2025-07-01T00:00Z) for acme-1-2025 itself is in force (a row for the exact name wins"
+        " over an alias of its layer); end one of them"
+    ]

@@ -59,6 +59,10 @@ def run(
     Writes OUT/experiment.json, OUT/results.jsonl and the capture in OUT/capture/. The API key
     is read from the environment only and is never written.
 
+    Exit status: 0 when at least one request got an ok answer (how many did not is counted on
+    stderr; the report shows each request as it ended); 6 when none did (a wrong key, model,
+    --api or URL), with the first failure on stderr.
+
     Example (a provider): cacheaudit experiment run --base-url https://api.deepseek.com
     --model deepseek-v4-flash --document doc.txt
 
@@ -111,6 +115,25 @@ def run(
         f"run {summary.run_id}: {summary.requests} requests, {summary.failed} not ok -> {out}",
         err=True,
     )
+    if summary.requests and summary.failed == summary.requests:
+        from pipeline.errors import NetworkError
+        from pipeline.redact import redact_text
+
+        first = next(r for r in summary.results if r.end_state != "ok")
+        said = " ".join(redact_text(first.error or "no message").split())[:200]
+        status = f" {first.status}" if first.status is not None else ""
+        raise NetworkError(
+            f"every request failed ({summary.failed} of {summary.requests} not ok); the first:"
+            f" {first.end_state}{status}: {said}",
+            hint=f"each one is in {out / 'results.jsonl'}; check --base-url, --api, --model"
+            " and the API key",
+        )
+    if summary.failed:
+        typer.echo(
+            f"warning: {summary.failed} of {summary.requests} requests were not ok; the report"
+            " shows each as it ended",
+            err=True,
+        )
     typer.echo(
         f"next: cacheaudit ingest {out / 'capture'} -w {out / 'warehouse'} &&"
         f" cacheaudit experiment report {out} -w {out / 'warehouse'}",

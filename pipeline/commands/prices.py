@@ -145,11 +145,24 @@ def register(app: typer.Typer) -> None:
             if not rows and not res.alias:
                 continue
             shown = True
-            alias = (
-                f" (alias {res.alias.place.row_id}: {res.requested} -> {res.model})"
-                if res.alias
-                else ""
-            )
+            alias = ""
+            if res.alias:
+                beaten = (
+                    f"a {res.alias.place.layer} alias wins over {res.exact_row.place.layer} row"
+                    f" {res.exact_row.place.row_id} for the exact name"
+                    if res.exact_row
+                    else "no price row for the exact name is in force"
+                )
+                alias = (
+                    f" (alias {res.alias.place.row_id}: {res.requested} -> {res.model}; {beaten})"
+                )
+            elif res.skipped_alias and res.exact_row:
+                skipped, exact = res.skipped_alias, res.exact_row.place
+                alias = (
+                    f" (priced as itself: {exact.row_id} is a {exact.layer} row for this exact"
+                    f" name, which wins over alias {skipped.place.row_id}:"
+                    f" {skipped.alias} -> {skipped.model})"
+                )
             typer.echo(f"{res.provider}/{res.model}{alias} at {when:%Y-%m-%dT%H:%M:%SZ}")
             picked = resolve.pick(loaded, res, when, prompt_tokens)
             by_size = _rows_by_prompt_size(rows, picked, when, prompt_tokens)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -122,9 +123,32 @@ def _timestamp(cells: dict[str, str], column: str) -> datetime | None:
         raise ValueError(f"{column} {exc}") from None
 
 
-def _price(text: str) -> float | None:
+# Prices are per million tokens. The dearest shipped price is under 1,000 (USD); even in KRW or
+# JPY a price over this is a slip (a per-token price typed per token count, an extra digit run),
+# and a huge one would overflow the sums to inf.
+MAX_PRICE_PER_MTOK = 1e9
+
+
+def _price(column: str, text: str) -> float | None:
+    """A price cell: empty is None (nobody established it); anything else a finite number >= 0."""
     text = text.strip()
-    return float(text) if text else None
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{column} {text!r} is not a number") from None
+    if math.isnan(value) or math.isinf(value):
+        # float() reads 'inf', 'nan' and '1e400' (which overflows to inf).
+        raise ValueError(f"{column} {text!r} is not a finite number")
+    if value < 0:
+        raise ValueError(f"{column} is negative: {text}")
+    if value > MAX_PRICE_PER_MTOK:
+        raise ValueError(
+            f"{column} {text} is over {MAX_PRICE_PER_MTOK:.0e} per million tokens;"
+            " prices are per million tokens"
+        )
+    return value
 
 
 def expand(paths: Sequence[Path]) -> list[Path]:
@@ -205,10 +229,7 @@ def _required(cells: dict[str, str], name: str) -> str:
 def _price_row(place: Place, cells: dict[str, str]) -> PriceRow:
     prices: dict[str, float | None] = {}
     for bucket in BUCKETS:
-        try:
-            prices[bucket] = _price(cells.get(bucket, ""))
-        except ValueError:
-            raise ValueError(f"{bucket} {cells.get(bucket)!r} is not a number") from None
+        prices[bucket] = _price(bucket, cells.get(bucket, ""))
     return PriceRow(
         place=place,
         provider=_required(cells, "provider").lower(),

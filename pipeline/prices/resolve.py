@@ -2,10 +2,17 @@
 
 The SQL view `request_costs` applies the same rules per request; tests check they agree:
 1. a gateway prefix (`openai/` on OpenRouter, `models/` anywhere) picks the provider and is cut;
-2. an alias in force maps the name to the priced model (dated snapshots, `deepseek-chat`);
+2. an alias in force maps the name to the priced model (dated snapshots, `deepseek-chat`),
+   unless a price row for that exact name (not a pattern) is in force at the instant, from the
+   alias's layer or a preferred one: that row's name is priced as itself. So a user row for
+   claude-sonnet-4-5-20250929 wins over the shipped alias to claude-sonnet-4-5, and a user alias
+   still wins over a shipped row;
 3. price rows of that provider whose model pattern matches and whose interval holds the instant.
 Ranking among matching rows: user before shipped, preferred currency, more condition clauses,
-exact name before pattern, later effective_from.
+exact name before pattern, later effective_from, then load order (file order, then line number;
+`prices check` refuses equal-rank rows that can both apply, so this last step decides only
+between different model patterns). Aliases and gateway prefixes end on load order too. The SQL
+side reads the same order from the `load_order` column.
 """
 
 from __future__ import annotations
@@ -24,6 +31,11 @@ class Resolution:
     requested: str
     model: str  # the name price rows are looked up by
     alias: Alias | None
+    # The best price row for the requested name itself in force at the instant, when an alias
+    # is in force too. With `alias` None it won and `skipped_alias` is the alias it beat; with
+    # `alias` set, that alias is of a preferred layer (a user alias over a shipped row).
+    skipped_alias: Alias | None = None
+    exact_row: PriceRow | None = None
 
 
 def currency_rank(currency: str) -> int:
@@ -48,10 +60,24 @@ def resolve(tables: PriceTables, provider: str, model: str, at: datetime) -> Res
     ]
     if not aliases:
         return Resolution(provider, model, model, None)
+    # min() keeps the first of equals, so ties end on load order, as the SQL's load_order.
     best_alias = min(
         aliases, key=lambda a: (a.place.layer_rank, is_pattern(a.alias), -len(a.alias))
     )
-    return Resolution(provider, model, best_alias.model, best_alias)
+    exact = [
+        r
+        for r in tables.prices
+        if r.provider == provider
+        and r.model == model
+        and not is_pattern(r.model)
+        and r.in_force(at)
+    ]
+    exact_row = min(exact, key=lambda r: r.place.layer_rank) if exact else None
+    # The best alias is of the most preferred layer among them, so an exact row of its layer or
+    # a preferred one shadows every alias in force.
+    if exact_row and exact_row.place.layer_rank <= best_alias.place.layer_rank:
+        return Resolution(provider, model, model, None, best_alias, exact_row)
+    return Resolution(provider, model, best_alias.model, best_alias, None, exact_row)
 
 
 def rank_key(row: PriceRow) -> tuple[int, int, int, bool, float]:
@@ -66,13 +92,14 @@ def rank_key(row: PriceRow) -> tuple[int, int, int, bool, float]:
 
 
 def rows_in_force(tables: PriceTables, res: Resolution, at: datetime) -> list[PriceRow]:
-    """Every row for the model in force at `at` (all currencies and conditions), best first."""
+    """Every row for the model in force at `at` (all currencies and conditions), best first;
+    rows of equal rank in load order (file order, then line number), as request_costs."""
     rows = [
-        r
-        for r in tables.prices
+        (rank_key(r), order, r)
+        for order, r in enumerate(tables.prices)
         if r.provider == res.provider and fnmatchcase(res.model, r.model) and r.in_force(at)
     ]
-    return sorted(rows, key=rank_key)
+    return [r for _, _, r in sorted(rows, key=lambda item: item[:2])]
 
 
 def pick(

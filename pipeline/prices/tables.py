@@ -1,6 +1,8 @@
 """Register the price tables into a DuckDB session (called by `pipeline.sql.connect`).
 
-Rows go in through Arrow, never as SQL text. Registered relations (read by queries/*.sql):
+Rows go in through Arrow, never as SQL text. Each carries `load_order` (file order, then line),
+the last tie-break on both sides (resolve.py sorts the same lists). Registered relations (read
+by queries/*.sql):
     price_rows_source        one row per price row, conditions parsed into columns
     price_windows_source     (row_id, start_second, end_second) UTC time-of-day windows
     model_aliases_source     alias rows
@@ -49,6 +51,8 @@ def _price_arrow(tables: PriceTables) -> pa.Table:
     columns["source"] = [r.source or None for r in rows]
     columns["file"] = [r.place.file for r in rows]
     columns["line"] = [r.place.line for r in rows]
+    # The last tie-break, as resolve.py's: rows are loaded file by file, line by line.
+    columns["load_order"] = list(range(len(rows)))
     types = {
         "layer_rank": pa.int32(),
         "currency_rank": pa.int32(),
@@ -60,6 +64,7 @@ def _price_arrow(tables: PriceTables) -> pa.Table:
         "model_is_pattern": pa.bool_(),
         "has_time_window": pa.bool_(),
         "line": pa.int64(),
+        "load_order": pa.int64(),
         **{b: pa.float64() for b in BUCKETS},
     }
     schema = pa.schema([pa.field(n, types.get(n, pa.string())) for n in columns])
@@ -97,6 +102,7 @@ def _aliases_arrow(tables: PriceTables) -> pa.Table:
             "effective_to": pa.array([a.effective_to for a in rows], _TS),
             "note": pa.array([a.note or None for a in rows], pa.string()),
             "source": pa.array([a.source or None for a in rows], pa.string()),
+            "load_order": pa.array(range(len(rows)), pa.int64()),
         }
     )
 
@@ -110,6 +116,7 @@ def _prefixes_arrow(tables: PriceTables) -> pa.Table:
             "gateway": pa.array([g.gateway for g in rows], pa.string()),
             "prefix": pa.array([g.prefix for g in rows], pa.string()),
             "provider": pa.array([g.provider for g in rows], pa.string()),
+            "load_order": pa.array(range(len(rows)), pa.int64()),
         }
     )
 
