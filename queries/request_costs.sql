@@ -198,7 +198,7 @@ computed AS (
             + c_out END                                                 AS cost_computed,
         CASE WHEN NOT tiers_split THEN c_all_miss + c_out END           AS cost_no_cache_computed,
         CASE
-            WHEN input_tokens IS NULL THEN 'usage_unknown'
+            WHEN input_tokens IS NULL THEN 'input_unknown'
             WHEN cache_read_tokens IS NULL THEN 'cache_read_unknown'
             WHEN output_tokens IS NULL THEN 'output_unknown'
             WHEN cache_write_tokens IS NOT NULL AND w1h_tokens IS NULL THEN 'cache_write_ttl_unknown'

@@ -219,7 +219,7 @@ def test_an_unknown_model_is_null_with_a_reason_never_zero(con: Any) -> None:
     assert row["cost_uncached_input"] is None
     unknown = cost(con, "usage_not_reported")
     assert unknown["cost_total"] is None
-    assert unknown["unpriced_reason"] == "usage_unknown"
+    assert unknown["unpriced_reason"] == "input_unknown"
 
 
 def test_a_bucket_with_tokens_but_no_price_leaves_the_request_unpriced(con: Any) -> None:
@@ -243,8 +243,8 @@ def test_cost_summary_counts_coverage_and_unpriced_reasons(con: Any) -> None:
     assert usd["share_requests_priced"] == pytest.approx(16 / 21)
     assert usd["requests_reported_cost"] == 1
     assert unpriced["unpriced_reasons"] == (
-        "no_price_at_time=1; no_price_for_cache_read=1; no_price_for_model=1;"
-        " no_price_for_uncached_input=1; usage_unknown=1"
+        "input_unknown=1; no_price_at_time=1; no_price_for_cache_read=1; no_price_for_model=1;"
+        " no_price_for_uncached_input=1"
     )
     deepseek_total = 0.1176 + 0.300 * 3 + 0.150 * 4 + 0.1232 + 0.11312 + 0.4016 + 0.2008
     others = 0.0555 + 0.075 + (0.000006 + 0.12 + 0.0225) + 0.01355025

@@ -95,7 +95,7 @@ def test_demo_weekend_peak_hour_deepseek_requests_are_unpriced_with_a_reason(con
     assert expected_unpriced, "the demo should include weekend peak-hour DeepSeek traffic"
     for i in expected_unpriced:
         assert rows[i][3] is not None
-    assert {r[3] for r in rows if r[2] is None} == {"usage_unknown"}
+    assert {r[3] for r in rows if r[2] is None} == {"input_unknown"}
 
 
 def test_demo_summary_reports_coverage_per_currency(con: Any) -> None:

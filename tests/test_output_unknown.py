@@ -57,5 +57,5 @@ def test_cost_summary_counts_the_requests_left_out_of_the_output_sum_per_row(con
         "SELECT currency, requests, output_tokens, requests_output_unknown FROM cost_summary"
         " ORDER BY currency NULLS LAST"
     ).fetchall()
-    # Priced: 'ok' and 'next'; unpriced: 'cut' (output_unknown) and 'none' (usage_unknown).
+    # Priced: 'ok' and 'next'; unpriced: 'cut' (output_unknown) and 'none' (input_unknown).
     assert got == [("USD", 2, 57, 0), (None, 2, None, 2)]
