@@ -254,3 +254,14 @@ def test_a_span_that_ends_before_it_starts_has_an_unknown_duration(tmp_path: Pat
     path.write_text(json.dumps(doc) + "\n")
     (item,) = list(iter_otlp(path))
     assert isinstance(item, Exchange) and item.end_ms is None
+
+
+def test_a_pretty_printed_otlp_export_is_refused_with_a_hint_that_names_otlp(
+    cli,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps({"resourceSpans": []}, indent=2) + "\n")
+    out = cli("ingest", str(path), "-w", str(tmp_path / "wh"))
+    assert out.returncode == 3
+    assert "format not recognised" in out.stderr and "resourceSpans" in out.stderr

@@ -230,7 +230,8 @@ def detect_format(path: Path) -> str:
     if text.startswith(b"{"):
         raise InputError(
             f"{path}: format not recognised",
-            hint='capture JSONL lines have schema_version; HAR starts with {"log": ...}',
+            hint='capture JSONL lines have schema_version; HAR starts with {"log": ...};'
+            ' OTLP/JSON is one {"resourceSpans": ...} export per line (not pretty-printed)',
         )
     raise InputError(
         f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
