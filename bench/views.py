@@ -236,7 +236,7 @@ def planted_scores(workdir: Path) -> dict[str, float]:
     write_demo(capture)
     wh = Warehouse(workdir / "demo-wh")
     ingest([capture], wh)
-    return planted_precision_recall(wh, capture.with_name("capture.planted.jsonl"))
+    return planted_precision_recall(wh, capture.with_name("capture.planted.csv"))
 
 
 def main() -> None:
