@@ -11,6 +11,11 @@
 --   reported read is under half of it and at least 256 tokens short). For a changed segment:
 --   the byte offset of the first difference inside it, a class of the changed text, and a short
 --   redacted excerpt (schemas/cache_breaks.json).
+--   expired, model_changed and the three changes need a reusable prefix: none is named when the
+--   parent's rule would have served nothing of its prompt (under the minimum, an Anthropic
+--   prompt without cache_control; caching-rules.md A7 step 4), and their loss is capped at what
+--   it would have served. A fork (the same history, other last messages: parallel requests) is
+--   no history_rewritten. An entry idles from its first response byte (caching-rules.md A5).
 --   tokens_lost is NULL (unknown) when this request's or its parent's input tokens are unknown
 --   (e.g. an interrupted stream) or neither the reported nor the expected read is; a cold
 --   start's is 0. A request without prompt segments (an OTel span that carried no content)
@@ -20,11 +25,13 @@ WITH turns AS (
         c.request_id, c.conversation_id, c.turn, c.parent_request_id, c.agent, c.started_at,
         c.provider, c.model, c.account,
         p.segment_count, p.shared_segments, p.reuse_request_id, p.live_segments,
-        p.tools_hash, p.tools_set_hash,
+        p.tools_hash, p.tools_set_hash, p.history_start, p.last_assistant,
+        p.available_after_ms,
         r.input_tokens, r.cache_read_tokens,
         p.extended_segments,
         e.expected_read_tokens, e.live_tokens_est, e.min_tokens, e.lifetime_s,
-        e.default_lifetime_s, e.extended_lifetime_s
+        e.default_lifetime_s, e.extended_lifetime_s, e.unit_model, e.granularity_tokens,
+        e.cacheable_tokens_est
     FROM conversations AS c
     JOIN request_prefix AS p USING (request_id)
     JOIN requests AS r USING (request_id)
@@ -39,7 +46,11 @@ with_parent AS (
         p.segment_count AS parent_segments, p.started_at AS parent_started_at,
         p.input_tokens AS parent_input_tokens, p.tools_hash AS parent_tools_hash,
         p.extended_segments AS parent_extended_segments,
-        p.tools_set_hash AS parent_tools_set_hash
+        p.tools_set_hash AS parent_tools_set_hash,
+        p.history_start AS parent_history_start, p.last_assistant AS parent_last_assistant,
+        p.available_after_ms AS parent_available_after_ms,
+        p.unit_model AS parent_unit_model, p.min_tokens AS parent_min_tokens,
+        p.granularity_tokens AS parent_granularity, p.cacheable_tokens_est AS parent_cacheable
     FROM turns AS t
     LEFT JOIN turns AS p ON p.request_id = t.parent_request_id
 ),
@@ -98,7 +109,38 @@ diverged AS (
         CASE WHEN w.parent_request_id IS NULL THEN NULL
              WHEN w.reuse_request_id = w.parent_request_id THEN w.shared_segments
              ELSE coalesce(k.common_segments, 0) END                    AS common_segments,
-        date_diff('millisecond', w.parent_started_at, w.started_at) / 1000.0 AS gap_s
+        date_diff('millisecond', w.parent_started_at, w.started_at) / 1000.0 AS gap_s,
+        -- idle time of the parent's entry: from when it became available (its first response
+        -- byte, caching-rules.md A5), as request_prefix counts lifetimes; NULL when the parent
+        -- was refused and left no entry
+        (date_diff('millisecond', w.parent_started_at, w.started_at)
+            - w.parent_available_after_ms) / 1000.0                     AS idle_s,
+        -- the most this request could have read had nothing changed since its parent: the
+        -- parent's prompt up to what its entry covers, no longer than this prompt, rounded as
+        -- the parent's rule serves it (minimum, granularity; caching-rules.md A7 step 4).
+        -- Without a rule, unrounded; NULL when a count is unknown
+        CASE
+            WHEN w.parent_request_id IS NULL THEN NULL
+            WHEN w.parent_unit_model IS NULL THEN
+                CASE WHEN w.parent_input_tokens IS NOT NULL AND w.input_tokens IS NOT NULL
+                     THEN least(w.parent_input_tokens, w.input_tokens) END
+            WHEN w.parent_unit_model = 'none' THEN 0
+            WHEN w.parent_cacheable IS NULL OR w.input_tokens IS NULL THEN NULL
+            WHEN least(w.parent_cacheable, w.input_tokens) < coalesce(w.parent_min_tokens, 0)
+                THEN 0
+            ELSE least(w.parent_cacheable, w.input_tokens)
+                // coalesce(w.parent_granularity, 1) * coalesce(w.parent_granularity, 1)
+        END                                                             AS reusable_tokens,
+        -- what the rules say of the read itself, once nothing upstream explains a loss: the
+        -- live prefix is under the rule's minimum, or the provider served well under what the
+        -- rules allowed
+        CASE
+            WHEN w.expected_read_tokens = 0 AND w.live_tokens_est > 0
+                 AND w.live_tokens_est < w.min_tokens THEN 'below_minimum'
+            WHEN w.cache_read_tokens IS NOT NULL AND w.expected_read_tokens > 0
+                 AND w.cache_read_tokens < w.expected_read_tokens * 0.5
+                 AND w.expected_read_tokens - w.cache_read_tokens >= 256 THEN 'provider_miss'
+        END                                                             AS read_cause
     FROM with_parent AS w
     LEFT JOIN compared AS k USING (request_id)
 ),
@@ -136,20 +178,36 @@ caused AS (
         )                                                               AS layer,
         CASE
             WHEN d.parent_request_id IS NULL THEN 'cold_start'
+            -- expired, model_changed and the three changes name what lost a reusable prefix:
+            -- none when the rules would have served nothing from the parent's prompt anyway
+            -- (under the minimum, an Anthropic prompt without cache_control, no caching)
+            WHEN d.reusable_tokens = 0 THEN d.read_cause
             -- the lifetime the parent gave the first entry lost: the extended one (1h, 24h)
-            -- when it asked for it at that position, else the rule's default (5m breakpoint).
-            -- Only in the parent's own cache scope: after a model switch the live prefix is
-            -- counted in another cache, so whether other traffic warmed it would decide the cause
+            -- when it asked for it at that position, else the rule's default (5m breakpoint),
+            -- counted from when the parent's entry became available. Only in the parent's own
+            -- cache scope: after a model switch the live prefix is counted in another cache,
+            -- so whether other traffic warmed it would decide the cause. A rule with no
+            -- published lifetime never expires an entry (request_prefix): its misses are
+            -- provider_miss
             WHEN d.lifetime_s IS NOT NULL
                  AND d.provider IS NOT DISTINCT FROM d.parent_provider
                  AND d.model IS NOT DISTINCT FROM d.parent_model
-                 AND d.gap_s > CASE WHEN d.live_segments < d.parent_extended_segments
-                                    THEN coalesce(d.extended_lifetime_s, d.lifetime_s)
-                                    ELSE coalesce(d.default_lifetime_s, d.lifetime_s) END
+                 AND d.idle_s > CASE WHEN d.live_segments < d.parent_extended_segments
+                                     THEN coalesce(d.extended_lifetime_s, d.lifetime_s)
+                                     ELSE coalesce(d.default_lifetime_s, d.lifetime_s) END
                  AND d.live_segments < least(d.common_segments, d.parent_segments)
                 THEN 'expired'
             WHEN d.provider IS DISTINCT FROM d.parent_provider
                  OR d.model IS DISTINCT FROM d.parent_model THEN 'model_changed'
+            -- a fork: the prompt follows the parent's through its last reply (or through part
+            -- of an opening without one) and only the new messages after it differ, e.g.
+            -- parallel requests asking different questions of the same history. Nothing
+            -- earlier was rewritten: only the read itself is judged, as for a continuation
+            WHEN d.common_segments < d.parent_segments
+                 AND coalesce(a.new_kind, 'message') = 'message'
+                 AND coalesce(a.old_kind, 'message') = 'message'
+                 AND d.common_segments > coalesce(d.parent_last_assistant, d.parent_history_start)
+                THEN d.read_cause
             WHEN d.common_segments < d.parent_segments THEN
                 CASE least(
                     CASE a.new_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
@@ -160,11 +218,7 @@ caused AS (
                          ELSE 2 END)
                     WHEN 0 THEN 'tools_changed' WHEN 1 THEN 'system_changed'
                     ELSE 'history_rewritten' END
-            WHEN d.expected_read_tokens = 0 AND d.live_tokens_est > 0
-                 AND d.live_tokens_est < d.min_tokens THEN 'below_minimum'
-            WHEN d.cache_read_tokens IS NOT NULL AND d.expected_read_tokens > 0
-                 AND d.cache_read_tokens < d.expected_read_tokens * 0.5
-                 AND d.expected_read_tokens - d.cache_read_tokens >= 256 THEN 'provider_miss'
+            ELSE d.read_cause
         END                                                             AS cause
     FROM diverged AS d
     LEFT JOIN at_change AS a USING (request_id)
@@ -297,18 +351,20 @@ final AS (
         -- unknown stays NULL: no loss is computed from a missing count (least and greatest
         -- skip NULLs, so every operand is tested first). A cold start loses nothing whatever
         -- its usage: there was nothing earlier to reuse. The read is the reported one, else the
-        -- one the rules allow (an estimate; below_minimum's is 0).
+        -- one the rules allow (an estimate; below_minimum's is 0). Otherwise the loss is what
+        -- the rules would have served from the parent's prompt had nothing changed
+        -- (reusable_tokens: the rule's minimum, granularity and breakpoints applied) less the
+        -- read.
         CASE
             WHEN b.cause = 'cold_start' THEN 0
             WHEN b.cause = 'provider_miss' THEN b.expected_read_tokens - b.cache_read_tokens
             WHEN b.cause = 'below_minimum'
                 THEN b.live_tokens_est - coalesce(b.cache_read_tokens, b.expected_read_tokens)
             WHEN b.input_tokens IS NULL OR b.parent_input_tokens IS NULL
+                 OR b.reusable_tokens IS NULL
                  OR coalesce(b.cache_read_tokens, b.expected_read_tokens) IS NULL THEN NULL
             ELSE greatest(
-                least(b.parent_input_tokens, b.input_tokens)
-                    - coalesce(b.cache_read_tokens, b.expected_read_tokens),
-                0)
+                b.reusable_tokens - coalesce(b.cache_read_tokens, b.expected_read_tokens), 0)
         END::BIGINT                                                     AS tokens_lost,
         b.input_tokens, b.cache_read_tokens, b.expected_read_tokens,
         b.gap_s,

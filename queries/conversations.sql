@@ -1,35 +1,77 @@
 -- name: conversations
--- inputs: requests, request_prefix, prefix_reuse
+-- inputs: requests, request_prefix, prefix_reuse, cache_rule_match
 -- output: one row per request with its conversation and turn (schemas/conversations.json).
---   Links, in order: an explicit session id (all requests with the same session_id are one
---   conversation, in arrival order); else the message history: the parent is the latest earlier
---   request of the same account whose whole history equals this request's history before its
---   last assistant reply (so a system prompt or tool list that changes every turn does not split
---   the conversation); else the prefix: the earlier request it shares the longest prefix with,
---   when that prefix reaches into the history (an edited or summarised history). A request with
---   none of these starts a new conversation (turn 1, a cold start), even when its tools or
---   system prompt are shared with other conversations.
+--   Links, in order:
+--   1. An explicit session id: all requests with the same session_id are one conversation, in
+--      arrival order. The parent is the latest earlier request of the session the provider
+--      processed (request_prefix.writes_cache: a 2xx response), else the one just before: a
+--      refused request left no cache entry, so it is not the turn the next one is compared
+--      with while a processed earlier turn exists. A stream cut after it began did write the
+--      cache and stays the parent (its loss may then be unknown).
+--   2. Else the message history, within one cache scope (same account and provider; a model
+--      switch continues the conversation): the parent is the latest earlier request whose
+--      whole history equals this request's history before its last assistant reply (so a
+--      system prompt or tool list that changes every turn does not split the conversation).
+--      When that history is only the opening (the parent's history has no reply yet), an
+--      opening message alone does not tell two agents apart ("Start the task."), so the
+--      parent must also have the same system prompt or the same tool set; failing both, the
+--      same tool set (or none on either side) and be within the parent's cache lifetime.
+--   3. Else a retry: the latest earlier identical request (same model, system prompt, tools
+--      and history) within the cache lifetime of the rule (its lookback where no lifetime is
+--      published), e.g. after an error.
+--   4. Else the prefix: the earlier request it shares the longest prefix with, when that
+--      prefix reaches into the history (an edited or summarised history, or a fork: the same
+--      history with another last message, as parallel requests send).
+--   A request with none of these starts a new conversation (turn 1, a cold start), even when
+--   its tools or system prompt are shared with other conversations.
+--   Without recursion, the conversation of a later turn is found through its lineage's second
+--   turn: every later turn shares the first exchange (the history through the first reply and
+--   the segment after it) with the turn-2 request, whose parent is the opening. Two lineages
+--   interleaved with the same opening, the same first reply and the same next message are
+--   indistinguishable and join the later one.
 WITH base AS (
     SELECT
         p.request_id, p.arrival_order, p.started_at, p.provider, p.model, p.account,
         r.session_id, r.agent, p.history_start, p.first_assistant, p.last_assistant,
-        p.history_hash, p.before_last_reply_hash,
+        p.history_hash, p.before_last_reply_hash, p.first_exchange_hash,
+        p.system_hash, p.tools_hash, p.tools_set_hash,
         coalesce(p.before_first_reply_hash, p.history_hash)             AS first_turn_key,
+        p.writes_cache                                                  AS processed,
+        -- how long after it a continuation or a retry still counts as one: the rule's cache
+        -- lifetime (its lookback where none is published; a day without any rule)
+        coalesce(m.lifetime_s, m.lookback_s, 86400)                     AS link_window_s,
         x.reuse_request_id, x.shared_segments
     FROM request_prefix AS p
     JOIN requests AS r USING (request_id)
     JOIN prefix_reuse AS x USING (request_id)
+    LEFT JOIN cache_rule_match AS m
+      ON m.provider IS NOT DISTINCT FROM r.provider
+     AND m.model IS NOT DISTINCT FROM r.model
+     AND m.day = r.day
 ),
 
--- sessions: the previous request of the same session is the parent
-sessions AS (
+-- sessions: the latest earlier processed request of the session is the parent, else the one
+-- just before
+session_order AS (
     SELECT
-        request_id,
-        session_id                                                      AS conversation_id,
-        lag(request_id) OVER (PARTITION BY session_id ORDER BY arrival_order) AS parent_request_id,
-        'session_id'                                                    AS link_method
+        request_id, session_id, arrival_order,
+        lag(request_id) OVER (PARTITION BY session_id ORDER BY arrival_order) AS previous_id,
+        max(CASE WHEN processed THEN arrival_order END) OVER (
+            PARTITION BY session_id ORDER BY arrival_order
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )                                                               AS processed_order
     FROM base
     WHERE session_id IS NOT NULL
+),
+
+sessions AS (
+    SELECT
+        s.request_id,
+        s.session_id                                                    AS conversation_id,
+        coalesce(c.request_id, s.previous_id)                           AS parent_request_id,
+        'session_id'                                                    AS link_method
+    FROM session_order AS s
+    LEFT JOIN base AS c ON c.arrival_order = s.processed_order
 ),
 
 lineage_candidates AS (
@@ -37,35 +79,106 @@ lineage_candidates AS (
 ),
 
 probes AS (
-    SELECT request_id, account, arrival_order, before_last_reply_hash AS probe
+    SELECT
+        request_id, account, provider, arrival_order, started_at, system_hash, tools_set_hash,
+        before_last_reply_hash                                          AS probe,
+        -- the history before the last reply holds no reply: it is the opening only
+        first_assistant = last_assistant                                AS opening_probe
     FROM lineage_candidates
     WHERE last_assistant > history_start AND before_last_reply_hash IS NOT NULL
 ),
 
 -- the latest earlier request whose whole history is this one's history before its last reply
-history_parents AS (
-    SELECT p.request_id, e.request_id AS parent_request_id
+history_any AS (
+    SELECT
+        p.request_id, e.request_id AS parent_request_id, e.started_at AS parent_started_at,
+        e.tools_set_hash AS parent_tools_set_hash, e.link_window_s
     FROM probes AS p
     ASOF JOIN lineage_candidates AS e
       ON e.account IS NOT DISTINCT FROM p.account
+     AND e.provider IS NOT DISTINCT FROM p.provider
      AND e.history_hash = p.probe
      AND p.arrival_order > e.arrival_order
 ),
 
--- a retry: the latest earlier request with exactly the same history (e.g. after an error)
-retry_parents AS (
-    SELECT p.request_id, e.request_id AS parent_request_id
+opening_probes AS (
+    SELECT * FROM probes WHERE opening_probe
+),
+
+-- for an opening: the same, with the same system prompt ...
+history_same_system AS (
+    SELECT p.request_id, e.request_id AS parent_request_id, e.arrival_order AS parent_order
+    FROM opening_probes AS p
+    ASOF JOIN lineage_candidates AS e
+      ON e.account IS NOT DISTINCT FROM p.account
+     AND e.provider IS NOT DISTINCT FROM p.provider
+     AND e.history_hash = p.probe
+     AND e.system_hash IS NOT DISTINCT FROM p.system_hash
+     AND p.arrival_order > e.arrival_order
+),
+
+-- ... or the same tool set (in any order: a reordered tool list is still the same agent)
+history_same_tools AS (
+    SELECT p.request_id, e.request_id AS parent_request_id, e.arrival_order AS parent_order
+    FROM opening_probes AS p
+    ASOF JOIN lineage_candidates AS e
+      ON e.account IS NOT DISTINCT FROM p.account
+     AND e.provider IS NOT DISTINCT FROM p.provider
+     AND e.history_hash = p.probe
+     AND e.tools_set_hash = p.tools_set_hash
+     AND p.arrival_order > e.arrival_order
+),
+
+history_parents AS (
+    SELECT
+        p.request_id,
+        CASE
+            WHEN NOT p.opening_probe THEN a.parent_request_id
+            WHEN s.parent_request_id IS NOT NULL OR t.parent_request_id IS NOT NULL THEN
+                CASE WHEN coalesce(t.parent_order > s.parent_order, s.parent_order IS NULL)
+                     THEN t.parent_request_id ELSE s.parent_request_id END
+            -- neither: the latest opening, if it has the same tools (or none) and is recent
+            WHEN a.parent_tools_set_hash IS NOT DISTINCT FROM p.tools_set_hash
+                 AND date_diff('millisecond', a.parent_started_at, p.started_at)
+                     <= a.link_window_s * 1000
+                THEN a.parent_request_id
+        END                                                             AS parent_request_id,
+        p.opening_probe
+    FROM probes AS p
+    LEFT JOIN history_any AS a USING (request_id)
+    LEFT JOIN history_same_system AS s USING (request_id)
+    LEFT JOIN history_same_tools AS t USING (request_id)
+),
+
+-- a retry: the latest earlier identical request (e.g. after an error), if recent
+retry_any AS (
+    SELECT
+        p.request_id, p.started_at, e.request_id AS parent_request_id,
+        e.started_at AS parent_started_at, e.link_window_s
     FROM lineage_candidates AS p
     ASOF JOIN lineage_candidates AS e
       ON e.account IS NOT DISTINCT FROM p.account
+     AND e.provider IS NOT DISTINCT FROM p.provider
+     AND e.model IS NOT DISTINCT FROM p.model
      AND e.history_hash = p.history_hash
+     AND e.system_hash IS NOT DISTINCT FROM p.system_hash
+     AND e.tools_hash IS NOT DISTINCT FROM p.tools_hash
      AND p.arrival_order > e.arrival_order
+),
+
+retry_parents AS (
+    SELECT request_id, parent_request_id
+    FROM retry_any
+    WHERE date_diff('millisecond', parent_started_at, started_at) <= link_window_s * 1000
 ),
 
 linked AS (
     SELECT
         c.*,
         coalesce(h.parent_request_id, t.parent_request_id)              AS history_parent,
+        -- the turn-2 request of a lineage: linked by its history to an opening
+        coalesce(h.opening_probe AND h.parent_request_id IS NOT NULL, false) AS second_turn,
+        h.parent_request_id IS NULL AND t.parent_request_id IS NOT NULL AS retried,
         -- fallback: the longest shared prefix reaches into the history
         CASE WHEN h.parent_request_id IS NULL AND t.parent_request_id IS NULL
               AND c.shared_segments > c.history_start
@@ -75,36 +188,126 @@ linked AS (
     LEFT JOIN retry_parents AS t USING (request_id)
 ),
 
--- a lineage starts at a request without a history parent; every later request of the lineage
--- has the same first-turn history, so it belongs to the latest such start at or before it
-roots AS (
-    SELECT request_id AS root_id, account, first_turn_key, arrival_order, prefix_parent
-    FROM linked
-    WHERE history_parent IS NULL
+-- a fork: prefix-linked with the same opening as its prefix parent (the same history, another
+-- last message); it stays in that lineage rather than starting one
+shaped AS (
+    SELECT
+        l.*,
+        coalesce(l.prefix_parent IS NOT NULL AND pp.first_turn_key = l.first_turn_key, false)
+                                                                        AS fork
+    FROM linked AS l
+    LEFT JOIN base AS pp ON pp.request_id = l.prefix_parent
 ),
 
-rooted AS (
-    SELECT l.*, r.root_id, r.prefix_parent AS root_prefix_parent
-    FROM linked AS l
-    ASOF LEFT JOIN roots AS r
+-- a lineage starts at a request without a history parent that is not a fork
+roots AS (
+    SELECT
+        request_id AS root_id, account, provider, model, system_hash, tools_hash, history_hash,
+        first_turn_key, arrival_order, prefix_parent
+    FROM shaped
+    WHERE history_parent IS NULL AND NOT fork
+),
+
+-- a retried opening belongs to the first of its identical requests: the latest root that is
+-- identical to it at or before it
+retried_openings AS (
+    SELECT * FROM shaped WHERE retried
+),
+
+retry_roots AS (
+    SELECT l.request_id, r.root_id
+    FROM retried_openings AS l
+    ASOF JOIN roots AS r
       ON r.account IS NOT DISTINCT FROM l.account
+     AND r.provider IS NOT DISTINCT FROM l.provider
+     AND r.model IS NOT DISTINCT FROM l.model
+     AND r.system_hash IS NOT DISTINCT FROM l.system_hash
+     AND r.tools_hash IS NOT DISTINCT FROM l.tools_hash
+     AND r.history_hash = l.history_hash
+     AND l.arrival_order >= r.arrival_order
+),
+
+-- the opening of each later turn: the parent of the latest turn-2 request with the same first
+-- exchange at or before it (a turn-2 request finds itself)
+second_turns AS (
+    SELECT request_id, account, provider, first_exchange_hash, arrival_order, history_parent
+    FROM shaped
+    WHERE second_turn
+),
+
+later_turns AS (
+    SELECT * FROM shaped WHERE history_parent IS NOT NULL AND NOT retried
+),
+
+openings AS (
+    SELECT l.request_id, a.history_parent AS opening_id
+    FROM later_turns AS l
+    ASOF JOIN second_turns AS a
+      ON a.account IS NOT DISTINCT FROM l.account
+     AND a.provider IS NOT DISTINCT FROM l.provider
+     AND a.first_exchange_hash = l.first_exchange_hash
+     AND l.arrival_order >= a.arrival_order
+),
+
+-- the opening's own lineage start: itself, or the start of the retries it is one of
+opening_roots AS (
+    SELECT o.request_id, coalesce(r.root_id, rr.root_id) AS root_id
+    FROM openings AS o
+    LEFT JOIN roots AS r ON r.root_id = o.opening_id
+    LEFT JOIN retry_roots AS rr ON rr.request_id = o.opening_id
+),
+
+-- otherwise (a fork, or a lineage whose second turn was not seen): the latest root with the
+-- same first-turn history at or before it
+unplaced AS (
+    SELECT s.*
+    FROM shaped AS s
+    LEFT JOIN retry_roots AS rr USING (request_id)
+    LEFT JOIN opening_roots AS o USING (request_id)
+    WHERE (s.history_parent IS NOT NULL OR s.fork)
+      AND rr.root_id IS NULL AND o.root_id IS NULL
+),
+
+by_first_turn AS (
+    SELECT l.request_id, r.root_id
+    FROM unplaced AS l
+    ASOF JOIN roots AS r
+      ON r.account IS NOT DISTINCT FROM l.account
+     AND r.provider IS NOT DISTINCT FROM l.provider
      AND r.first_turn_key = l.first_turn_key
      AND l.arrival_order >= r.arrival_order
 ),
 
+rooted AS (
+    SELECT
+        s.*,
+        CASE WHEN s.history_parent IS NULL AND NOT s.fork THEN s.request_id
+             ELSE coalesce(rr.root_id, o.root_id, f.root_id) END        AS root_id
+    FROM shaped AS s
+    LEFT JOIN retry_roots AS rr USING (request_id)
+    LEFT JOIN opening_roots AS o USING (request_id)
+    LEFT JOIN by_first_turn AS f USING (request_id)
+),
+
 -- one level of prefix links: a lineage whose start continues another (edited history) joins
--- that one's conversation
+-- that one's conversation. A refused parent gives way to its own parent when the provider
+-- processed that one, as in sessions (one step)
 lineages AS (
     SELECT
         l.request_id,
         coalesce(s.conversation_id, pr.root_id, l.root_id, l.request_id) AS conversation_id,
-        coalesce(l.history_parent, l.prefix_parent)                     AS parent_request_id,
+        CASE WHEN NOT up.processed AND up_parent.processed THEN up_parent.request_id
+             ELSE coalesce(l.history_parent, l.prefix_parent) END      AS parent_request_id,
         CASE WHEN l.history_parent IS NOT NULL THEN 'history'
              WHEN l.prefix_parent IS NOT NULL THEN 'prefix'
              ELSE 'new' END                                             AS link_method
     FROM rooted AS l
-    LEFT JOIN rooted AS pr ON pr.request_id = l.root_prefix_parent
-    LEFT JOIN sessions AS s ON s.request_id = l.root_prefix_parent
+    LEFT JOIN rooted AS root ON root.request_id = l.root_id
+    LEFT JOIN rooted AS pr ON pr.request_id = root.prefix_parent
+    LEFT JOIN sessions AS s ON s.request_id = root.prefix_parent
+    LEFT JOIN rooted AS up ON up.request_id = coalesce(l.history_parent, l.prefix_parent)
+    LEFT JOIN base AS up_parent
+      ON up_parent.request_id = coalesce(up.history_parent, up.prefix_parent)
 ),
 
 linked_all AS (

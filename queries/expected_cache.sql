@@ -8,7 +8,7 @@
 WITH joined AS (
     SELECT
         p.request_id, p.started_at, p.provider, p.model, p.account, p.prompt_bytes,
-        p.live_bytes, p.unit_bytes, p.breakpoint_bytes,
+        p.live_bytes, p.unit_bytes, p.breakpoint_bytes, p.marked_bytes,
         r.input_tokens, r.cache_read_tokens,
         m.rule_id, m.unit_model, m.min_tokens, coalesce(m.granularity_tokens, 1) AS granularity,
         coalesce(
@@ -47,6 +47,17 @@ tokens AS (
         *,
         CASE WHEN prompt_bytes > 0
              THEN round(input_tokens * live_bytes / prompt_bytes)::BIGINT END AS live_tokens_est,
+        -- what a later request could read from the entry this one left, before the rule's
+        -- minimum and granularity: the whole prompt, all but its last token (vLLM), or up to
+        -- its last cache_control breakpoint (caching-rules.md A7 step 4 table)
+        CASE
+            WHEN unit_model = 'none' THEN 0
+            WHEN unit_model = 'breakpoint' THEN
+                CASE WHEN prompt_bytes > 0
+                     THEN round(input_tokens * coalesce(marked_bytes, 0) / prompt_bytes) END
+            WHEN unit_model = 'prefix_minus_last' THEN greatest(input_tokens - 1, 0)
+            WHEN unit_model IS NOT NULL THEN input_tokens
+        END::BIGINT                                                     AS cacheable_tokens_est,
         CASE WHEN prompt_bytes > 0 THEN
             CASE WHEN unit_model = 'prefix_minus_last'
                  THEN least(round(input_tokens * reusable_bytes / prompt_bytes), input_tokens - 1)
@@ -62,6 +73,7 @@ final AS (
         input_tokens,
         live_tokens_est,
         reusable_tokens_est,
+        cacheable_tokens_est,
         CASE
             WHEN unit_model = 'none' THEN 0
             WHEN reusable_tokens_est IS NULL THEN NULL

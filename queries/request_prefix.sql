@@ -2,13 +2,23 @@
 -- inputs: segments, requests, cache_rule_match
 -- output: one row per request with everything the prefix views need from its segments (the
 --   heavy step; materialised by `cacheaudit build`). One window over the segments: per (cache
---   scope, chained prefix hash) in arrival order, which earlier request last had the same prefix
---   at each position. Sharing is contiguous from position 0 because prefix hashes are chained.
+--   scope, chained prefix hash), which earlier request last had the same prefix at each
+--   position, and which cache entries were there when this request arrived. Sharing is
+--   contiguous from position 0 because prefix hashes are chained.
+--   A cache entry is written only by a request the provider processed: one with a 2xx response
+--   (a stream cut later, or an error inside a 200 stream, still wrote it); a refused request
+--   (an HTTP error status, or no response at all) never did, though it still counts for
+--   sharing and linking. The entry becomes available when the first response byte arrives
+--   (started_at + ttfb_ms, else + duration_ms, else started_at): caching-rules.md A5 "A cache
+--   entry becomes available only once the first response begins", A7 step 3 "Count a request
+--   as available only once its first token has arrived". So parallel requests sent before an
+--   earlier one's first byte cannot read it.
 --   Hashes here are 63-bit fingerprints used only to compare requests
 --   (schemas/request_prefix.json).
 --   Cost notes (bench/views.py): the window sort is the one expensive step, so it carries only
---   narrow numeric columns and one window specification (one sort); counts, bytes and the
---   tools, system and history fingerprints come from one cheap re-scan of `seg` grouped by
+--   narrow numeric columns and one window specification (one sort); the entry a request can
+--   read is found among the four requests before it (lags, no second pass); counts, bytes and
+--   the tools, system and history fingerprints come from one cheap re-scan of `seg` grouped by
 --   request instead of widening that sort.
 WITH rules AS (
     SELECT * FROM cache_rule_match
@@ -20,13 +30,26 @@ req AS (
         row_number() OVER (ORDER BY r.started_at, r.request_id)         AS rid_ord,
         r.started_at,
         epoch_us(r.started_at)                                          AS t_us,
+        -- the provider processed it: a 2xx response (OTel spans carry no HTTP status: their
+        -- outcome says). A refused request left no cache entry (see the header)
+        coalesce(CASE WHEN r.status_code IS NOT NULL THEN r.status_code BETWEEN 200 AND 299
+                      ELSE r.outcome = 'ok' END, false)                 AS writes_cache,
+        -- when its cache entry became available: the first response byte (A5, A7 step 3)
+        greatest(coalesce(r.ttfb_ms, r.duration_ms, 0), 0)              AS available_after_ms,
         -- the cache scope as one number, hashed once per request rather than per segment
         hash(r.provider, r.model, r.account)                            AS scope_key,
         r.provider, r.model, r.account, r.segment_count, r.prompt_bytes,
         r.cache_breakpoints,
         coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
-        coalesce(m.lifetime_s, m.lookback_s, 86400) * 1000000           AS lifetime_us,
-        coalesce(m.extended_lifetime_s, m.lifetime_s, m.lookback_s, 86400) * 1000000
+        -- NULL = the entry does not expire. A rule with no published lifetime (Gemini implicit,
+        -- vLLM, SGLang) keeps an entry until the provider evicts it (caching-rules.md A7 step
+        -- 3: "vLLM/SGLang until evicted"), so a later miss is the provider's (A7 step 5:
+        -- "eviction or capacity limits"): cache_breaks calls it provider_miss, never expired,
+        -- as no lifetime was published for the user to stay within. Without any rule: a day
+        CASE WHEN m.rule_id IS NULL THEN 86400 ELSE m.lifetime_s END * 1000000
+                                                                        AS lifetime_us,
+        CASE WHEN m.rule_id IS NULL THEN 86400
+             ELSE coalesce(m.extended_lifetime_s, m.lifetime_s) END * 1000000
                                                                         AS extended_lifetime_us,
         -- the leading positions the extended lifetime covers. Each cache_control breakpoint is
         -- its own cache entry with its own TTL: the prefix up to the last 1h breakpoint lives
@@ -42,7 +65,8 @@ req AS (
             WHEN r.cache_write_1h_tokens > 0 THEN r.segment_count
             ELSE 0
         END                                                             AS extended_segments,
-        coalesce(m.breakpoint_lookback, 20)                             AS breakpoint_lookback
+        coalesce(m.breakpoint_lookback, 20)                             AS breakpoint_lookback,
+        list_max(r.cache_breakpoints)                                   AS last_breakpoint
     FROM requests AS r
     LEFT JOIN rules AS m
       ON m.provider IS NOT DISTINCT FROM r.provider
@@ -54,11 +78,16 @@ seg AS NOT MATERIALIZED (
     -- numeric rows only: sorts and aggregates carry every column, and strings make them slow
     SELECT
         q.rid_ord, q.t_us, s.position, s.bytes,
+        -- when the entry this request leaves here became available; NULL: it left none
+        CASE WHEN q.writes_cache THEN q.t_us + round(q.available_after_ms * 1000)::BIGINT END
+                                                                        AS available_us,
         q.t_us - q.lookback_us                                          AS lookback_from_us,
         -- when the entry this request leaves at this position expires unless used again: its
-        -- own TTL there, as the request that last used an entry sets how long it lives
-        q.t_us + CASE WHEN s.position < q.extended_segments THEN q.extended_lifetime_us
-                      ELSE q.lifetime_us END                            AS expires_us,
+        -- own TTL there, counted from when the entry became available, as the request that
+        -- last used an entry sets how long it lives. NULL = never (no published lifetime)
+        q.t_us + round(q.available_after_ms * 1000)::BIGINT
+            + CASE WHEN s.position < q.extended_segments THEN q.extended_lifetime_us
+                   ELSE q.lifetime_us END                               AS expires_us,
         -- a Gemini explicit cache (`cachedContent`) is its own kind: the prefix before the
         -- tools, never the start of the history
         CASE s.kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 2
@@ -79,6 +108,7 @@ seg AS NOT MATERIALIZED (
                 q.cache_breakpoints,
                 lambda b: b >= s.position AND b <= s.position + q.breakpoint_lookback
              )) > 0 END                                                 AS breakpoint_near,
+        s.position <= q.last_breakpoint                                 AS is_marked,
         hash(s.prefix_hash, q.scope_key)                                AS scoped_prefix
     FROM segments AS s
     JOIN req AS q USING (request_id)
@@ -89,17 +119,26 @@ windowed AS (
     SELECT
         rid_ord, position, kind_code, role_code, t_us, lookback_from_us,
         breakpoint_near,
-        -- the latest earlier request in scope with the same prefix up to this position, and
-        -- until when the cache entry it left there lives (alive: that is not before t_us)
+        -- the latest earlier request in scope with the same prefix up to this position (any
+        -- request, processed or not: sharing, for the lookback and for linking)
         lag(rid_ord) OVER same_prefix                                   AS prev_ord,
         lag(t_us) OVER same_prefix                                      AS prev_us,
-        lag(expires_us) OVER same_prefix                                AS prev_expires_us,
-        -- at least two earlier requests had this prefix (lag 2 exists)
-        row_number() OVER same_prefix                                   AS prefix_rank,
-        -- the first request whose whole prompt ended here (a DeepSeek input unit), and the
-        -- first with a cache_control breakpoint here (an Anthropic cache entry)
-        min(CASE WHEN is_end THEN t_us END) OVER whole_prefix           AS first_end_us,
-        min(CASE WHEN is_breakpoint THEN t_us END) OVER whole_prefix    AS first_breakpoint_us
+        -- the four requests before it with this prefix: when the entry each left became
+        -- available (NULL: refused, it left none) and until when it lives
+        lag(available_us) OVER same_prefix                              AS available_1,
+        lag(expires_us) OVER same_prefix                                AS expires_1,
+        lag(available_us, 2) OVER same_prefix                           AS available_2,
+        lag(expires_us, 2) OVER same_prefix                             AS expires_2,
+        lag(available_us, 3) OVER same_prefix                           AS available_3,
+        lag(expires_us, 3) OVER same_prefix                             AS expires_3,
+        lag(available_us, 4) OVER same_prefix                           AS available_4,
+        lag(expires_us, 4) OVER same_prefix                             AS expires_4,
+        -- the first entry available whose whole prompt ended here (a DeepSeek input unit), and
+        -- the first with a cache_control breakpoint here (an Anthropic cache entry): one
+        -- available before this request arrived exists when that is before t_us
+        min(CASE WHEN is_end THEN available_us END) OVER whole_prefix   AS first_end_us,
+        min(CASE WHEN is_breakpoint THEN available_us END) OVER whole_prefix
+                                                                        AS first_breakpoint_us
     FROM seg
     WINDOW
         same_prefix AS (PARTITION BY scoped_prefix ORDER BY rid_ord),
@@ -107,6 +146,28 @@ windowed AS (
             PARTITION BY scoped_prefix ORDER BY rid_ord
             ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
         )
+),
+
+-- The entry a request can read at a position: the one left by the latest of the four requests
+-- before it whose first byte had arrived when it arrived (that request last used the entry
+-- and set its lifetime). Usually the one just before it; when that one had not answered yet
+-- (parallel requests) or was refused, an older one. With more than four such requests in a
+-- row an older entry is not seen: the expected read is then lower, never higher.
+alive AS (
+    SELECT
+        *,
+        -- NULL expiry: never expires (no published lifetime)
+        CASE WHEN available_1 <= t_us THEN coalesce(expires_1 >= t_us, true)
+             WHEN available_2 <= t_us THEN coalesce(expires_2 >= t_us, true)
+             WHEN available_3 <= t_us THEN coalesce(expires_3 >= t_us, true)
+             WHEN available_4 <= t_us THEN coalesce(expires_4 >= t_us, true)
+             ELSE false END                                             AS is_live,
+        -- two of them had answered: a prefix two processed requests shared, which DeepSeek
+        -- persists as a unit (common-prefix detection; a refused request was never seen)
+        coalesce((available_1 <= t_us)::INTEGER, 0) + coalesce((available_2 <= t_us)::INTEGER, 0)
+            + coalesce((available_3 <= t_us)::INTEGER, 0)
+            + coalesce((available_4 <= t_us)::INTEGER, 0) >= 2            AS shared_by_two
+    FROM windowed
 ),
 
 -- Ends of the shared prefixes per request. Prefix hashes are chained, so an earlier request
@@ -120,19 +181,17 @@ positions AS (
         rid_ord,
         max(position) FILTER (WHERE prev_us >= lookback_from_us)        AS shared_end,
         arg_max(prev_ord, position) FILTER (WHERE prev_us >= lookback_from_us) AS reuse_ord,
-        max(position) FILTER (WHERE prev_expires_us >= t_us)            AS live_end,
-        max(position) FILTER (WHERE prev_expires_us >= t_us AND first_end_us < t_us)
-                                                                        AS input_unit_end,
-        max(position) FILTER (WHERE prev_expires_us >= t_us AND prefix_rank >= 3)
-                                                                        AS shared_unit_end,
+        max(position) FILTER (WHERE is_live)                            AS live_end,
+        max(position) FILTER (WHERE is_live AND first_end_us < t_us)    AS input_unit_end,
+        max(position) FILTER (WHERE is_live AND shared_by_two)          AS shared_unit_end,
         max(position) FILTER (
-            WHERE prev_expires_us >= t_us AND first_breakpoint_us < t_us AND breakpoint_near
+            WHERE is_live AND first_breakpoint_us < t_us AND breakpoint_near
         )                                                               AS breakpoint_end,
         -- the prompt's layout, needed below to hash the history
         min(position) FILTER (WHERE kind_code = 3)                      AS history_start,
         min(position) FILTER (WHERE role_code = 4)                      AS first_assistant,
         max(position) FILTER (WHERE role_code = 4)                      AS last_assistant
-    FROM windowed
+    FROM alive
     GROUP BY rid_ord
 ),
 
@@ -162,6 +221,7 @@ per_request AS (
             sum(f.bytes) FILTER (WHERE f.position <= a.shared_unit_end)
         )                                                               AS unit_bytes,
         sum(f.bytes) FILTER (WHERE f.position <= a.breakpoint_end)       AS breakpoint_bytes,
+        sum(f.bytes) FILTER (WHERE f.is_marked)                         AS marked_bytes,
         count(*) FILTER (WHERE f.kind_code = 3)                         AS history_segments,
         bit_xor(hash(xor(hash(f.segment_hash), f.position::UBIGINT))) FILTER (WHERE f.kind_code = 0)
                                                                         AS tools_hash,
@@ -177,7 +237,12 @@ per_request AS (
                                                                         AS before_last_reply_hash,
         bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
             FILTER (WHERE f.position >= a.history_start AND f.position < a.first_assistant)
-                                                                        AS before_first_reply_hash
+                                                                        AS before_first_reply_hash,
+        -- the first exchange: the history through the first reply and the segment after it,
+        -- shared by every later turn of the lineage (conversations.sql)
+        bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
+            FILTER (WHERE f.position >= a.history_start AND f.position <= a.first_assistant + 1)
+                                                                        AS first_exchange_hash
     FROM seg AS f
     JOIN positions AS a USING (rid_ord)
     GROUP BY f.rid_ord
@@ -188,6 +253,8 @@ final AS (
         q.request_id,
         q.rid_ord::BIGINT                                               AS arrival_order,
         q.started_at, q.provider, q.model, q.account, q.segment_count, q.prompt_bytes,
+        q.writes_cache,
+        CASE WHEN q.writes_cache THEN q.available_after_ms END::DOUBLE  AS available_after_ms,
         coalesce(b.shared_segments, 0)::INTEGER                         AS shared_segments,
         coalesce(b.shared_bytes, 0)::BIGINT                             AS shared_bytes,
         reuse.request_id                                                AS reuse_request_id,
@@ -202,6 +269,7 @@ final AS (
              WHEN 3 THEN 'user' WHEN 4 THEN 'assistant' WHEN 5 THEN 'tool' END AS diverging_role,
         b.unit_bytes::BIGINT                                            AS unit_bytes,
         b.breakpoint_bytes::BIGINT                                      AS breakpoint_bytes,
+        b.marked_bytes::BIGINT                                          AS marked_bytes,
         p.history_start::INTEGER                                        AS history_start,
         p.first_assistant::INTEGER                                      AS first_assistant,
         p.last_assistant::INTEGER                                       AS last_assistant,
@@ -209,6 +277,7 @@ final AS (
         (b.history_hash >> 1)::BIGINT                                   AS history_hash,
         (b.before_last_reply_hash >> 1)::BIGINT                         AS before_last_reply_hash,
         (b.before_first_reply_hash >> 1)::BIGINT                        AS before_first_reply_hash,
+        (b.first_exchange_hash >> 1)::BIGINT                            AS first_exchange_hash,
         (b.tools_hash >> 1)::BIGINT                                     AS tools_hash,
         (b.tools_set_hash >> 1)::BIGINT                                 AS tools_set_hash,
         (b.system_hash >> 1)::BIGINT                                    AS system_hash,

@@ -19,6 +19,7 @@ from pipeline.warehouse import Warehouse
 T0 = datetime(2026, 11, 16, 9, 0, tzinfo=UTC)
 LATER = T0 + timedelta(seconds=30)
 BIG = "Follow the runbook. " * 400  # about 2000 tokens: above OpenAI's 1024 minimum
+ORDER = " Details of the order follow." * 36  # about 250 tokens
 OPENAI = "https://api.openai.com/v1/chat/completions"
 VLLM = "http://vllm.internal:8000/v1/chat/completions"  # no cache rule for this host
 
@@ -131,16 +132,21 @@ def _capture() -> bytes:
                 _usage(2025, None),
                 url=VLLM,
             ),
-            # OpenAI without the read field: the read the rules allow stands in (an estimate)
+            # OpenAI without the read field: the read the rules allow stands in (an estimate);
+            # the edited order number drops the ~250-token order text after it from the read
             _exchange(
-                T0, "est-1", "est", _messages(BIG, "Order 1234.", second=False), _usage(2010, 0)
+                T0,
+                "est-1",
+                "est",
+                _messages(BIG, "Order 1234." + ORDER, second=False),
+                _usage(2250, 0),
             ),
             _exchange(
                 LATER,
                 "est-2",
                 "est",
-                _messages(BIG, "Order 1235.", second=True),
-                _usage(2020, None),
+                _messages(BIG, "Order 1235." + ORDER, second=True),
+                _usage(2260, None),
             ),
         ]
     )
@@ -203,12 +209,13 @@ def test_an_unreported_read_is_replaced_by_the_read_the_rules_allow(breaks) -> N
     assert row["cause"] == "history_rewritten"
     assert row["cache_read_tokens"] is None
     assert row["expected_read_tokens"] > 0
-    assert row["tokens_lost"] == 2010 - row["expected_read_tokens"]
+    # what OpenAI serves of est-1's 2,250 tokens (1024 + 128 x 9) less the estimated read
+    assert row["tokens_lost"] == 2176 - row["expected_read_tokens"] > 0
 
 
 def test_the_report_views_count_the_breaks_whose_loss_is_unknown(wh: Warehouse) -> None:
     con = sql.connect(wh)
-    lost = 2010 - _expected(con, "est-2")
+    lost = 2176 - _expected(con, "est-2")
     causes = con.execute(
         "SELECT cause, breaks, tokens_lost, breaks_tokens_unknown FROM report_break_causes"
         " ORDER BY cause"
