@@ -163,21 +163,20 @@ _EXCLUSIVE_PROVIDERS = frozenset({"anthropic", "aws.bedrock", "bedrock"})
 
 
 def _provider(attrs: dict[str, Any]) -> str:
-    value = attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or ""
-    return str(value).lower()
+    """The span's own provider name, lower-cased (OpenLLMetry writes "OpenAI", "Anthropic")."""
+    return (_str(attrs, "gen_ai.provider.name", "gen_ai.system") or "").lower()
 
 
 def _provider_column(attrs: dict[str, Any]) -> str:
     """The provider column: the builtin provider of `server.address` when it is a known API host
     (the openai-v2 instrumentation says `openai` for a client pointed at api.deepseek.com),
-    else the span's provider name, lower-cased (OpenLLMetry writes "OpenAI", "Anthropic") and
-    mapped to the names the other sources use."""
+    else the span's provider name (`_provider`) mapped to the names the other sources use."""
     host = attrs.get("server.address")
     if isinstance(host, str) and host:
         known = providers.builtin_provider(host)
         if known is not None:
             return known
-    name = (_str(attrs, "gen_ai.provider.name", "gen_ai.system") or "unknown").lower()
+    name = _provider(attrs) or "unknown"
     return _PROVIDERS.get(name, name)
 
 

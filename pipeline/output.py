@@ -14,7 +14,6 @@ import duckdb
 import orjson
 
 from pipeline.errors import UsageError
-from pipeline.stdout import to_stdout
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -70,10 +69,10 @@ def check(fmt: str, out_path: Path | None) -> None:
 def emit(rel: duckdb.DuckDBPyRelation, fmt: str, out_path: Path | None) -> int:
     """Write a relation in `fmt`; returns the number of rows written."""
     check(fmt, out_path)
+    if out_path is None:
+        # stdout: a reader that stops early is handled once, for every command (cli._Group).
+        return _emit(rel, fmt, None)
     try:
-        if out_path is None:
-            with to_stdout():
-                return _emit(rel, fmt, None)
         out_path.parent.mkdir(parents=True, exist_ok=True)  # as `report --out` does
         return _emit(rel, fmt, out_path)
     except (OSError, duckdb.IOException) as exc:

@@ -58,6 +58,14 @@ def test_sql_on_an_existing_empty_warehouse_directory_still_answers(cli, warehou
     assert result.stdout.splitlines() == ["n", "0"]
 
 
+def _summary(cli: Any, warehouse: Path, rows: list[Any]) -> str:
+    """What `cacheaudit summary` prints on a warehouse holding these requests."""
+    tiny.write(warehouse, rows)
+    result = cli("summary", "-w", str(warehouse))
+    assert result.returncode == 0, result.stderr
+    return str(result.stdout)
+
+
 def test_summary_says_input_is_unknown_and_on_how_many_requests_instead_of_zero(
     cli, warehouse: Path
 ) -> None:
@@ -67,13 +75,9 @@ def test_summary_says_input_is_unknown_and_on_how_many_requests_instead_of_zero(
                      cache_read_tokens=None, output_tokens=None)
         for i in range(3)
     ]  # fmt: skip
-    tiny.write(warehouse, rows)
-    result = cli("summary", "-w", str(warehouse))
-    assert result.returncode == 0, result.stderr
-    assert "input tokens:        unknown (3 requests with input unknown)" in result.stdout
-    assert "cache read tokens:   unknown (3 requests with input or cache read unknown)" in (
-        result.stdout
-    )
+    stdout = _summary(cli, warehouse, rows)
+    assert "input tokens:        unknown (3 requests with input unknown)" in stdout
+    assert "cache read tokens:   unknown (3 requests with input or cache read unknown)" in (stdout)
 
 
 def test_summary_prints_output_tokens_with_the_requests_whose_output_is_unknown(
@@ -87,11 +91,9 @@ def test_summary_prints_output_tokens_with_the_requests_whose_output_is_unknown(
         tiny.request("b", at, "anthropic", "claude-sonnet-4-5", input_tokens=900,
                      cache_read_tokens=0, output_tokens=None),
     ]  # fmt: skip
-    tiny.write(warehouse, rows)
-    result = cli("summary", "-w", str(warehouse))
-    assert result.returncode == 0, result.stderr
-    assert "  usage unknown:     0\n" in result.stdout
-    assert "output tokens:       40 (1 requests with unknown output excluded)\n" in result.stdout
+    stdout = _summary(cli, warehouse, rows)
+    assert "  usage unknown:     0\n" in stdout
+    assert "output tokens:       40 (1 requests with unknown output excluded)\n" in stdout
 
 
 def test_summary_says_how_many_priced_requests_have_unknown_savings_or_left_on_the_table(
@@ -106,10 +108,8 @@ def test_summary_says_how_many_priced_requests_have_unknown_savings_or_left_on_t
         tiny.request("b", at, "openrouter", "nobody/unlisted-model", input_tokens=1000,
                      cache_read_tokens=0, output_tokens=10, reported_cost=0.01),
     ]  # fmt: skip
-    tiny.write(warehouse, rows)
-    result = cli("summary", "-w", str(warehouse))
-    assert result.returncode == 0, result.stderr
-    line = next(x for x in result.stdout.splitlines() if x.startswith("cost (USD):"))
+    stdout = _summary(cli, warehouse, rows)
+    line = next(x for x in stdout.splitlines() if x.startswith("cost (USD):"))
     # a: 600 x 2.50 + 400 x 1.25 + 100 x 10.00 per million = 0.003 (0.0035 uncached), plus
     # b's reported 0.01; only a has a savings
     assert line == (
@@ -126,10 +126,8 @@ def test_summary_prints_a_ratio_just_short_of_one_as_above_99_9_percent(
         tiny.request("a", at, "openai", "gpt-4o", input_tokens=10_000, cache_read_tokens=9_996,
                      output_tokens=0),
     ]  # fmt: skip
-    tiny.write(warehouse, rows)
-    result = cli("summary", "-w", str(warehouse))
-    assert result.returncode == 0, result.stderr
-    assert "hit ratio:           >99.9% (token-weighted;" in result.stdout
+    stdout = _summary(cli, warehouse, rows)
+    assert "hit ratio:           >99.9% (token-weighted;" in stdout
 
 
 def test_summary_prints_a_tiny_cost_with_its_digits_not_as_zero(cli, warehouse: Path) -> None:
@@ -139,10 +137,8 @@ def test_summary_prints_a_tiny_cost_with_its_digits_not_as_zero(cli, warehouse: 
         tiny.request("a", at, "openai", "gpt-4o", input_tokens=10, cache_read_tokens=0,
                      output_tokens=0),
     ]  # fmt: skip
-    tiny.write(warehouse, rows)
-    result = cli("summary", "-w", str(warehouse))
-    assert result.returncode == 0, result.stderr
-    assert "cost (USD):          0.000025  saved by caching 0.0000" in result.stdout
+    stdout = _summary(cli, warehouse, rows)
+    assert "cost (USD):          0.000025  saved by caching 0.0000" in stdout
 
 
 def test_reading_commands_refuse_a_directory_of_captures_passed_as_the_warehouse(
