@@ -109,12 +109,14 @@ diverged AS (
         CASE WHEN w.parent_request_id IS NULL THEN NULL
              WHEN w.reuse_request_id = w.parent_request_id THEN w.shared_segments
              ELSE coalesce(k.common_segments, 0) END                    AS common_segments,
-        date_diff('millisecond', w.parent_started_at, w.started_at) / 1000.0 AS gap_s,
+        -- microseconds, as request_prefix measures lifetimes: whole milliseconds would drop a
+        -- request that came less than a millisecond after the entry expired from both causes
+        (epoch_us(w.started_at) - epoch_us(w.parent_started_at)) / 1e6   AS gap_s,
         -- idle time of the parent's entry: from when it became available (its first response
         -- byte, caching-rules.md A5), as request_prefix counts lifetimes; NULL when the parent
         -- was refused and left no entry
-        (date_diff('millisecond', w.parent_started_at, w.started_at)
-            - w.parent_available_after_ms) / 1000.0                     AS idle_s,
+        (epoch_us(w.started_at) - epoch_us(w.parent_started_at)
+            - round(w.parent_available_after_ms * 1000)::BIGINT) / 1e6  AS idle_s,
         -- the most this request could have read had nothing changed since its parent: the
         -- parent's prompt up to what its entry covers, no longer than this prompt, rounded as
         -- the parent's rule serves it (minimum, granularity; caching-rules.md A7 step 4).
@@ -247,7 +249,10 @@ contents AS (
     SELECT
         b.request_id,
         coalesce(n.content, '')                                         AS new_text,
-        coalesce(o.content, '')                                         AS old_text
+        coalesce(o.content, '')                                         AS old_text,
+        -- the earlier segment's text was not kept (ingested with --no-content): where the
+        -- change starts is unknown, not byte 0
+        b.old_hash IS NULL OR o.content IS NOT NULL                     AS old_known
     FROM breaks AS b
     LEFT JOIN changed_content AS n ON n.segment_hash = b.new_hash
     LEFT JOIN changed_content AS o ON o.segment_hash = b.old_hash
@@ -299,7 +304,8 @@ regions AS (
 classified AS (
     SELECT
         request_id, lcp, new_part, old_part,
-        CASE WHEN new_text = '' THEN NULL ELSE strlen(left(new_text, lcp)) END AS change_offset,
+        CASE WHEN new_text = '' OR NOT old_known THEN NULL
+             ELSE strlen(left(new_text, lcp)) END                       AS change_offset,
         CASE
             WHEN new_text = '' OR old_text = '' THEN 'other'
             WHEN regexp_replace(new_text, '\s+', '', 'g') = regexp_replace(old_text, '\s+', '', 'g')

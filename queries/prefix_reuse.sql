@@ -15,7 +15,7 @@ final AS (
     SELECT
         request_id, started_at, provider, model, account,
         reuse_request_id, reuse_started_at,
-        date_diff('millisecond', reuse_started_at, started_at) / 1000.0 AS reuse_gap_s,
+        (epoch_us(started_at) - epoch_us(reuse_started_at)) / 1e6     AS reuse_gap_s,
         shared_segments, segment_count, shared_bytes, prompt_bytes,
         CASE WHEN prompt_bytes > 0
              THEN round(input_tokens * shared_bytes / prompt_bytes)::BIGINT END

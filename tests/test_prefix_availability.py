@@ -186,3 +186,18 @@ def test_a_cache_lifetime_counts_from_when_the_entry_became_available(tmp_path: 
     got = turns(warehouse(tmp_path, lines))
     assert got["next"]["expected_read_tokens"] == openai_read(tokens(*M1)) > 0
     assert got["next"]["cause"] is None
+
+
+def test_a_turn_less_than_a_millisecond_past_the_lifetime_is_an_expiry_in_every_view(
+    tmp_path: Path,
+) -> None:
+    # request_prefix measures lifetimes in microseconds; cache_breaks once measured idle time in
+    # whole milliseconds, so a turn 0.5 ms past the 600 s lifetime was expired for the one
+    # (nothing expected) and had no cause at all in the other
+    lines = [
+        chat(at(0), "first", M1, first_byte_ms=1_000.0, end_ms=2_000.0),
+        chat(at(601.0005), "late", M2, read=0),
+    ]
+    got = turns(warehouse(tmp_path, lines))
+    assert got["late"]["expected_read_tokens"] == 0
+    assert got["late"]["cause"] == "expired"

@@ -108,6 +108,14 @@ def test_since_until_writes_every_week_with_data_that_overlaps_the_range(wh, tmp
     assert result.written == [out / "2026-W48.html", out / "2026-W49.html"]
 
 
+def test_an_until_at_the_end_of_the_calendar_means_everything_after_since(wh, tmp_path) -> None:
+    # walking week by week to 9999-12-31 once stepped past the last date Python can hold
+    out = tmp_path / "out"
+    sel = WeekSelection(since=date(2026, 11, 29), until=date(9999, 12, 31))
+    result = generate_weekly(wh, out, sel, now=NOW)
+    assert result.written == [out / "2026-W48.html", out / "2026-W49.html"]
+
+
 def test_conflicting_selections_are_a_usage_error(wh, tmp_path) -> None:
     with pytest.raises(UsageError):
         generate_weekly(wh, tmp_path, WeekSelection(week="2026-W48", all_weeks=True), now=NOW)

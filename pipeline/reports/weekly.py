@@ -80,7 +80,7 @@ def _select(selection: WeekSelection, available: dict[IsoWeek, Row]) -> list[Iso
             raise NotFoundError(f"no requests in week {week.label}", hint=hint)
         return [week]
     if selection.since is not None and selection.until is not None:
-        weeks = [w for w in weeks_between(selection.since, selection.until) if w in available]
+        weeks = weeks_between(selection.since, selection.until, available)
         if not weeks:
             raise NotFoundError(
                 f"no requests between {selection.since} and {selection.until}", hint=hint

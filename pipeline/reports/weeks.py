@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -43,13 +44,10 @@ class IsoWeek:
         return self.label
 
 
-def weeks_between(since: date, until: date) -> list[IsoWeek]:
-    """Every ISO week overlapping [since, until], both days inclusive."""
+def weeks_between(since: date, until: date, among: Iterable[IsoWeek]) -> list[IsoWeek]:
+    """The weeks of `among` overlapping [since, until], both days inclusive, in order. Filters
+    the weeks that exist rather than walking the range: `--until 9999-12-31` ("everything")
+    would step past the last representable date."""
     if until < since:
         raise UsageError(f"--until {until} is before --since {since}")
-    weeks = []
-    week = IsoWeek.of(since)
-    while week.monday <= until:
-        weeks.append(week)
-        week = IsoWeek(week.monday + timedelta(days=7))
-    return weeks
+    return sorted(w for w in set(among) if w.monday <= until and since <= w.sunday)
