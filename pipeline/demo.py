@@ -122,17 +122,27 @@ class CacheModel:
     prompts: list[tuple[datetime, bytes]] = field(default_factory=list)
     units: list[tuple[datetime, bytes]] = field(default_factory=list)
 
+    # Reads look without writing: only a request the provider processed writes the cache (a
+    # refused one, such as a 429, leaves nothing for the next turn to read), and whether it was
+    # refused is drawn after its read is known. `write` records it once it was processed.
+
     def openai_read(self, now: datetime, prompt: bytes) -> int:
         best = 0
         for ts, earlier in self.prompts:
             if now - ts <= timedelta(minutes=10):
                 best = max(best, _lcp(earlier, prompt))
-        self.prompts.append((now, prompt))
         tokens = best // 4
         return 0 if tokens < 1024 else 1024 + 128 * ((tokens - 1024) // 128)
 
     def deepseek_read(self, now: datetime, prompt: bytes) -> int:
-        live = [(ts, u) for ts, u in self.units if now - ts <= timedelta(hours=6)]
+        live = self._live_units(now)
+        return max((len(u) for _, u in live if prompt.startswith(u)), default=0) // 4
+
+    def write(self, provider: str, now: datetime, prompt: bytes) -> None:
+        if provider == "openai":
+            self.prompts.append((now, prompt))
+            return
+        live = self._live_units(now)
         best = max((len(u) for _, u in live if prompt.startswith(u)), default=0)
         # Common-prefix detection: a prefix shared with an earlier request becomes a unit.
         shared = max((_lcp(u, prompt) for _, u in live), default=0)
@@ -140,7 +150,9 @@ class CacheModel:
             live.append((now, prompt[:shared]))
         live.append((now, prompt))
         self.units = live
-        return best // 4
+
+    def _live_units(self, now: datetime) -> list[tuple[datetime, bytes]]:
+        return [(ts, u) for ts, u in self.units if now - ts <= timedelta(hours=6)]
 
     def add_unit(self, now: datetime, unit: bytes) -> None:
         self.units.append((now, unit))
@@ -364,6 +376,9 @@ def write_demo(
             cache = caches.setdefault((agent.model, key), CacheModel())
             gap_turn = turns // 2 if agent.breaker == "idle_gap" else -1
             rewrite_turn = max(4, turns // 2) if agent.breaker == "history_rewritten" else -1
+            # a change planted on a refused turn also breaks the next processed turn, which is
+            # compared with the last turn that wrote the cache: the answer key lists both
+            pending: tuple[str, str | None] | None = None
             for turn in range(turns):
                 cause: str | None = "cold_start" if turn == 0 else None
                 detail: str | None = None
@@ -387,6 +402,8 @@ def write_demo(
                     }
                     history = [summary, *history[-2:]]
                     cause, detail = "history_rewritten", "summarised"
+                if cause is None and pending is not None:
+                    cause, detail = pending
                 stream = rng.random() < agent.stream_share
                 body = _build_body(agent, system, tools, history, stream)
                 prompt, n_seg = _prompt_bytes(body)
@@ -476,7 +493,11 @@ def write_demo(
                 written += 1
                 if cause:
                     planted.writerow([rid, cause, detail or "", agent.name, session_id])
+                pending = (
+                    (cause, detail) if status != 200 and cause not in (None, "cold_start") else None
+                )
                 if status == 200:
+                    cache.write(agent.provider, now, prompt)
                     assistant: dict[str, Any] = {"role": "assistant", "content": text}
                     if agent.tools and rng.random() < 0.5:
                         call_id = f"call_{s}_{turn}"

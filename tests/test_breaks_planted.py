@@ -32,6 +32,32 @@ def test_cache_breaks_recovers_every_planted_breaker_with_its_cause_and_nothing_
     assert scores == {"precision": 1.0, "recall": 1.0}
 
 
+def test_a_change_planted_on_a_refused_turn_is_also_planted_on_the_next_processed_turn(
+    tmp_path: Path,
+) -> None:
+    # seed 11 rate-limits two ops-agent turns that reorder the tools: the refused turn wrote no
+    # cache, so the next turn is compared with the last processed one and breaks too; the
+    # generator once let the refused prompt warm its cache model and listed only that turn
+    capture = tmp_path / "capture.jsonl"
+    write_demo(capture, seed=11, sessions=20)
+    wh = Warehouse(tmp_path / "wh")
+    ingest([capture], wh)
+    planted = tmp_path / "capture.planted.csv"
+    assert planted_precision_recall(wh, planted) == {"precision": 1.0, "recall": 1.0}
+    # the case is exercised: a refused turn's planted change is planted again on the next turn
+    con = sql.connect(wh, only=["requests"])
+    con.execute("CREATE TEMP TABLE planted AS SELECT * FROM read_csv(?)", [str(planted)])
+    carried = con.execute(
+        "SELECT count(*) FROM planted AS p JOIN requests AS r USING (request_id) "
+        "JOIN requests AS n ON n.session_id = r.session_id AND n.started_at > r.started_at "
+        "JOIN planted AS q ON q.request_id = n.request_id AND q.cause = p.cause "
+        "WHERE r.status_code = 429 AND p.cause = 'tools_changed' AND NOT EXISTS ("
+        "  SELECT 1 FROM requests AS m WHERE m.session_id = r.session_id"
+        "  AND m.started_at > r.started_at AND m.started_at < n.started_at)"
+    ).fetchone()
+    assert carried is not None and carried[0] >= 2
+
+
 def test_the_timestamp_breaker_is_classed_as_a_timestamp_in_the_system_prompt(
     demo: tuple[Warehouse, Path],
 ) -> None:
