@@ -411,6 +411,26 @@ class RunSummary:
     requests: int
     failed: int
     results: list[RequestResult] = field(default_factory=list)
+    # why the run ended before its plan did (every request so far failed in a way the rest
+    # would repeat), else None
+    stopped: str | None = None
+
+
+# A run stops early while nothing has succeeded yet: at once on a status no later request can
+# escape (a bad key, a wrong endpoint or model), or after this many failures in a row. Waiting
+# `--wait` between requests doomed the same way only delays the error.
+_FATAL_STATUS = frozenset({401, 403, 404})
+_STOP_AFTER_FAILURES = 3
+
+
+def _hopeless(summary: RunSummary, result: RequestResult) -> str | None:
+    if summary.failed < summary.requests:
+        return None  # something worked: later failures are part of what is measured
+    if result.status in _FATAL_STATUS:
+        return f"HTTP {result.status} on the first request: every later one would get it too"
+    if summary.failed >= _STOP_AFTER_FAILURES:
+        return f"the first {summary.failed} requests all failed"
+    return None
 
 
 def _read_document(path: Path) -> str:
@@ -547,7 +567,15 @@ def run_experiment(
                         summary.failed += 1
                     if progress:
                         progress(result)
+                    summary.stopped = _hopeless(summary, result)
+                    if summary.stopped:
+                        break
                     turn = sent.watch.turn if sent.watch.turn.tool_id else None
+                if summary.stopped:
+                    break
+            if summary.stopped:
+                break
+    manifest["stopped_early"] = summary.stopped
     manifest["finished_at"] = datetime.now(UTC).isoformat()
     manifest["requests"] = summary.requests
     manifest["failed"] = summary.failed

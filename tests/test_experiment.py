@@ -14,11 +14,14 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from pipeline.errors import InputError, UsageError
@@ -412,13 +415,46 @@ def test_a_run_where_every_request_failed_exits_non_zero_with_the_first_failure(
     with running(settings) as url:
         done = cli(*_run_args(url, tmp_path / "exp", "--api", "chat_completions"))
     assert done.returncode == 6, done.stderr
-    assert "5 requests, 5 not ok" in done.stderr
+    # a 404 on the first request: the other four would get it too, so the run stops there
+    assert "1 requests, 1 not ok" in done.stderr
     error = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert error == [
-        "error: every request failed (5 of 5 not ok); the first: http_error 404: this simulator"
-        " runs anthropic rules: use /v1/messages (cacheaudit-simulator)"
+        "error: every request failed (1 of 1 not ok); the first: http_error 404: this simulator"
+        " runs anthropic rules: use /v1/messages (cacheaudit-simulator); stopped early: HTTP 404"
+        " on the first request: every later one would get it too"
     ]
     assert done.stdout == ""  # no run id: there is nothing to ingest or report
+    manifest = orjson.loads((tmp_path / "exp" / "experiment.json").read_bytes())
+    assert manifest["requests"] == 1 and manifest["stopped_early"].startswith("HTTP 404")
+
+
+def test_a_run_stops_after_three_failures_in_a_row_before_anything_worked(
+    cli: Any, tmp_path: Path
+) -> None:
+    class Failing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            body = b'{"error": {"message": "overloaded", "type": "server_error"}}'
+            self.send_response(500)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = cli(*_run_args(url, tmp_path / "exp", "--api", "chat_completions", "--repeats", "3"))
+    finally:
+        server.shutdown()
+    assert done.returncode == 6, done.stderr
+    assert "3 requests, 3 not ok" in done.stderr  # of the 15 planned
+    assert "stopped early: the first 3 requests all failed" in done.stderr
 
 
 def test_a_run_where_some_requests_failed_exits_0_and_counts_them(

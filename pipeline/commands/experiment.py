@@ -61,7 +61,9 @@ def run(
 
     Exit status: 0 when at least one request got an ok answer (how many did not is counted on
     stderr; the report shows each request as it ended); 6 when none did (a wrong key, model,
-    --api or URL), with the first failure on stderr.
+    --api or URL), with the first failure on stderr. While nothing has worked yet the run stops
+    early rather than wait out its plan: at once on HTTP 401/403/404, else after 3 failures in a
+    row (experiment.json says why in `stopped_early`).
 
     Example (a provider): cacheaudit experiment run --base-url https://api.deepseek.com
     --model deepseek-v4-flash --document doc.txt
@@ -122,9 +124,10 @@ def run(
         first = next(r for r in summary.results if r.end_state != "ok")
         said = " ".join(redact_text(first.error or "no message").split())[:200]
         status = f" {first.status}" if first.status is not None else ""
+        stopped = f"; stopped early: {summary.stopped}" if summary.stopped else ""
         raise NetworkError(
             f"every request failed ({summary.failed} of {summary.requests} not ok); the first:"
-            f" {first.end_state}{status}: {said}",
+            f" {first.end_state}{status}: {said}{stopped}",
             hint=f"each one is in {out / 'results.jsonl'}; check --base-url, --api, --model"
             " and the API key",
         )
