@@ -159,6 +159,38 @@ def iter_sse_json(body: bytes) -> Iterator[tuple[str | None, object, int]]:
             yield ev.event, data, ev.end
 
 
+_FIELD_LINE = (b"data:", b"event:", b"id:", b"retry:", b":")
+
+
+def trailing_json(body: bytes) -> object | None:
+    """The JSON value written after the last SSE line of a body, outside any event; None when
+    there is none or it does not parse.
+
+    `iter_sse` drops lines that are not SSE fields, as the SSE rules say, so a JSON body written
+    bare after the events (Vertex ends a 200 stream with its error object pretty-printed, without
+    `data:`) is invisible to it. This finds that text without changing what `iter_sse` accepts:
+    a caller decides whether the value means anything. A body whose last line is a field (every
+    ordinary stream) costs one line scan.
+    """
+    text = body.rstrip()
+    if not text.endswith(b"}"):
+        return None
+    pos = len(text)
+    while pos > 0:
+        start = max(text.rfind(b"\n", 0, pos), text.rfind(b"\r", 0, pos)) + 1
+        if text.startswith(_FIELD_LINE, start):
+            break  # SSE field lines start at column 0; JSON text never starts with these
+        pos = start - 1
+    tail = text[max(pos, 0) :].strip()
+    if not tail.startswith(b"{"):
+        return None
+    try:
+        value: object = orjson.loads(tail)
+    except orjson.JSONDecodeError:
+        return None
+    return value
+
+
 def iter_json_array(body: bytes) -> Iterator[tuple[object, int]]:
     """Elements of a streamed JSON array (Gemini without `alt=sse`) with their end offsets.
 

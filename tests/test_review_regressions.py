@@ -80,16 +80,17 @@ def test_a_flat_responses_error_event_keeps_its_code_as_the_error_type() -> None
     assert (info.outcome, info.error_type) == ("stream_error", "server_error")
 
 
-def test_a_gemini_error_after_partial_output_leaves_output_unknown() -> None:
+def test_a_gemini_error_after_partial_output_leaves_usage_unknown() -> None:
+    # The counts of a chunk before the finish chunk are running totals, the prompt count too
+    # (rulebook section 5: it can drop in the last chunk), so none of them is final.
     usage = {"promptTokenCount": 7, "candidatesTokenCount": 10}
     body = sse(
         {"candidates": [{"content": {"parts": [{"text": "x"}]}}], "usageMetadata": usage},
         {"error": {"code": 500, "status": "INTERNAL", "message": "fail"}},
     )
     info = generate_content.parse_response(200, body, "google", True)
-    assert info.outcome == "stream_error"
-    assert info.usage is not None
-    assert (info.usage.input_tokens, info.usage.output_tokens) == (7, None)
+    assert (info.outcome, info.error_type) == ("stream_error", "INTERNAL")
+    assert info.usage is None
 
 
 def test_a_byte_order_mark_does_not_hide_the_first_event() -> None:

@@ -13,7 +13,10 @@ Usage (rulebook: shared/reference/provider-usage.md sections 1, 2, 6):
 - reported cost: OpenRouter `usage.cost`.
 
 Streams: usage is the LAST non-null `usage` (OpenAI: a `choices: []` chunk; DeepSeek/Zhipu: the
-finish chunk that still has choices[0]); `usage: null` on earlier chunks is ignored. An in-band
+finish chunk that still has choices[0]); `usage: null` on earlier chunks is ignored, and so is an
+all-zero placeholder that some gateways put on early chunks (rulebook 8.4 [ISS-CLIPROXY]): a
+usage object before the finish chunk whose prompt, completion and total counts are all 0 or
+absent is not a count, so a stream cut after it has unknown usage, never 0 tokens. An in-band
 error (`event: error` as Groq sends, or an `error` object inside a chunk as OpenRouter sends) makes
 the outcome stream_error. A stream with neither `[DONE]` nor a finish_reason nor usage ended early:
 interrupted, usage unknown.
@@ -90,6 +93,11 @@ USAGE_MAP = DialectMap(
         "An `error` object inside an HTTP-200 body or chunk (OpenRouter) or an `event: error` "
         "(Groq) makes the outcome stream_error; usage sent alongside is kept.",
         "A stream with neither `[DONE]`, a finish_reason nor usage is `interrupted`, usage NULL.",
+        "A `usage` before the finish chunk with prompt, completion and total counts all 0 or "
+        "absent is a gateway placeholder, not a count: it is skipped when choosing the last "
+        "usage, so a stream that reports nothing else has unknown usage, not 0.",
+        "A cut stream whose last usage came before the finish chunk (running totals, vLLM "
+        "`continuous_usage_stats`) keeps the prompt counts; output and reasoning are NULL.",
     ),
 )
 
@@ -148,12 +156,24 @@ def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
     return read_usage(raw, USAGE_MAP, "deepseek_hit_miss" if hit_miss else None)
 
 
+_PLACEHOLDER_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _is_placeholder(raw: Any) -> bool:
+    """A usage object with no count in it: prompt, completion and total all 0 or absent. Some
+    gateways put one on early chunks (rulebook 8.4 [ISS-CLIPROXY]); before the finish chunk it
+    is not a usage report. (After it, it is what the server reported as final.)"""
+    return isinstance(raw, dict) and not any(raw.get(key) for key in _PLACEHOLDER_COUNTS)
+
+
 def _message_text(choice: dict[str, Any]) -> tuple[bool, bool]:
     message = choice.get("message") or choice.get("delta") or {}
     if not isinstance(message, dict):
         return False, False
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    content = message.get("content")
+    # A refusal is the answer text of a refused request (`delta.refusal` / `message.refusal`,
+    # content null), as `response.refusal.delta` is in the Responses dialect.
+    content = message.get("content") or message.get("refusal")
     has_tool = bool(message.get("tool_calls")) or bool(message.get("function_call"))
     return bool(reasoning), bool(content) or has_tool
 
@@ -250,8 +270,10 @@ def _parse_any_stream(body: bytes, provider: str) -> ResponseInfo:
             error_type, error_message = error_fields(chunk)
             error_type = error_type or "error"
         if chunk.get("usage") is not None:
-            usage_raw = chunk["usage"]
-            usage_final = finish is not None or _finish_of(chunk)[0]
+            final = finish is not None or _finish_of(chunk)[0]
+            # Rulebook 8.4: the last non-null usage, an early zero placeholder not counting.
+            if final or not _is_placeholder(chunk["usage"]):
+                usage_raw, usage_final = chunk["usage"], final
         if isinstance(chunk.get("model"), str):
             model = chunk["model"]
         for choice in _choices(chunk):
@@ -286,9 +308,10 @@ def _parse_any_stream(body: bytes, provider: str) -> ResponseInfo:
 # --- the same result from a few events (plain streams) -----------------------------------------
 #
 # `_parse_any_stream` decodes every event, but its result depends on few of them: the last one
-# with a non-null `usage`, the last with a truthy `finish_reason` (and the last such before the
-# usage one), the first with reasoning, the first with answer text or a tool call, the last with
-# a string `model`, and whether a `[DONE]` event came. On a plain data stream
+# with a non-null `usage` that is not an early placeholder (`_is_placeholder`), the last with a
+# truthy `finish_reason` (and the last such before the usage one), the first with reasoning, the
+# first with answer text (content or refusal) or a tool call, the last with a string `model`,
+# and whether a `[DONE]` event came. On a plain data stream
 # (`is_plain_data_stream`) each is found by searching the body for its key and decoding only the
 # event around a hit, then judging that event with the same per-chunk rules. A hit is only a
 # candidate (the key may be nested, or sit in an event that is not JSON): a candidate that does
@@ -301,7 +324,8 @@ _COUNTS = rb"\s*+:\s*+(?!null|false|\"\"|\[\s*+\]|\{\s*+\})"
 _USAGE_KEY = re.compile(rb'"usage"\s*+:\s*+(?!null)')
 _FINISH_KEY = re.compile(rb'"finish_reason"' + _COUNTS)
 _TEXT_KEYS = tuple(
-    (key, re.compile(key + _COUNTS)) for key in (b'"content"', b'"tool_calls"', b'"function_call"')
+    (key, re.compile(key + _COUNTS))
+    for key in (b'"content"', b'"refusal"', b'"tool_calls"', b'"function_call"')
 )
 _REASONING_KEYS = tuple(
     (key, re.compile(key + _COUNTS)) for key in (b'"reasoning_content"', b'"reasoning"')
@@ -392,9 +416,10 @@ def _parse_plain_stream(body: bytes, provider: str) -> ResponseInfo | None:
     for pos in events.last(b'"usage"', _USAGE_KEY, len(body)):
         start, chunk, _ = events.at(pos)
         if chunk.get("usage") is not None:
-            usage_raw = chunk["usage"]
-            usage_final = _finish_of(chunk)[0] or events.last_finish(start) is not None
-            break
+            final = _finish_of(chunk)[0] or events.last_finish(start) is not None
+            if final or not _is_placeholder(chunk["usage"]):  # as the reference reader does
+                usage_raw, usage_final = chunk["usage"], final
+                break
     model: str | None = None
     if b'"model"' in body:
         for start in plain_frame_starts_reversed(body):

@@ -9,16 +9,22 @@ Usage (rulebook section 5), from `usageMetadata`:
 - output = `candidatesTokenCount` + `thoughtsTokenCount`: thoughts are billed as output but
   are NOT inside candidatesTokenCount; reasoning = thoughtsTokenCount;
 - proto3 JSON omits zero-valued fields, so a count missing from a PRESENT usageMetadata is 0,
-  while a missing usageMetadata is unknown (NULL);
+  while a missing usageMetadata is unknown (NULL). A usageMetadata with neither
+  `promptTokenCount` nor `totalTokenCount` (Vertex sends `{"trafficType": "ON_DEMAND"}` on
+  every frame but the last) is no usage report at all: it is skipped, never read as 0 tokens;
 - Gemini reports no cache writes (explicit caches are created by a separate cachedContents
   call), so cache_write is NULL. `toolUsePromptTokenCount` is left in raw_usage: the rulebook's
   input total is promptTokenCount.
 
 Streams: with `?alt=sse`, SSE events separated by `\\r\\n\\r\\n`; without it, one JSON array of
-the same objects. Every chunk carries RUNNING totals that can even go down, so the LAST chunk's
-usageMetadata is taken, never a sum or a max. A stream with no `finishReason` was cut
-(interrupted): its prompt counts are kept, its output counts (running totals, not final) are
-NULL. An `error` object in a chunk makes it a stream_error.
+the same objects. Every chunk carries RUNNING totals that can even go down (promptTokenCount 15
+in early chunks, 13 in the last: rulebook section 5), so the LAST usage report is taken, never a
+sum or a max, and only when it is final: on the chunk with the `finishReason` or after it.
+Counts from an earlier chunk are not final, prompt side included, so a stream whose last usage
+report came before its finish chunk (cut, ended by an error, or a finish chunk without
+usageMetadata) has unknown usage (NULL), not the running totals. A stream with no
+`finishReason` was cut (interrupted). An `error` object in a chunk, or a bare JSON error body
+after the last SSE event (Vertex ends a 200 stream that way), makes it a stream_error.
 
 Prompt order for segments (not documented by Google, ASSUMED): `cachedContent` (the explicit
 cache is the prefix), then tools, then `systemInstruction`, then `contents` in order.
@@ -32,15 +38,16 @@ from urllib.parse import unquote, urlsplit
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
-from pipeline.streams import is_stream_body, iter_json_array, iter_sse_json
+from pipeline.streams import is_stream_body, iter_json_array, iter_sse_json, trailing_json
 
 API = "generate_content"
 
 USAGE_MAP = DialectMap(
     api=API,
     title="Google Gemini generateContent / streamGenerateContent",
-    usage_at="`usageMetadata` of the response; streamed (SSE or JSON array): the LAST chunk's "
-    "`usageMetadata` (running totals, never summed)",
+    usage_at="`usageMetadata` of the response; streamed (SSE or JSON array): the LAST "
+    "`usageMetadata` holding counts, if it came on or after the `finishReason` chunk (earlier "
+    "ones are running totals: never summed, and not final)",
     semantics="gemini_inclusive",
     columns={
         "input_tokens": first(
@@ -59,7 +66,12 @@ USAGE_MAP = DialectMap(
     },
     notes=(
         "proto3 JSON omits zero counts: a field missing from a present usageMetadata is 0; a "
-        "missing usageMetadata leaves every column NULL.",
+        "missing usageMetadata leaves every column NULL, and so does one with neither "
+        '`promptTokenCount` nor `totalTokenCount` (Vertex\'s `{"trafficType": "ON_DEMAND"}` '
+        "frames): it is no usage report and is skipped when choosing the last one.",
+        "Streamed: counts can change until the last chunk (promptTokenCount can even drop), so "
+        "usage reported only before the `finishReason` chunk (a cut stream, one ended by an "
+        "error, or a finish chunk without usageMetadata) leaves every column NULL.",
         "`toolUsePromptTokenCount` (the prompts of server-side tools such as search grounding "
         "or code execution; inside `totalTokenCount`) is in no column: how it is billed is not "
         "established, so it is neither added to input_tokens nor priced. It stays in raw_usage.",
@@ -97,7 +109,19 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
     )
 
 
+def is_usage_report(raw: Any) -> bool:
+    """Whether a usageMetadata reports counts. proto3 omits zero counts, so "absent = 0" holds
+    only for an object that carries the prompt or total count; one without both (Vertex's
+    `{"trafficType": "ON_DEMAND"}` on every frame but the last) says nothing about tokens.
+    Rulebook 8.4: take the last non-null usage, and a count-less object is not one."""
+    return isinstance(raw, dict) and (
+        raw.get("promptTokenCount") is not None or raw.get("totalTokenCount") is not None
+    )
+
+
 def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
+    if not is_usage_report(raw):
+        return None  # unknown, never 0 tokens from an object that holds no count
     return read_usage(raw, USAGE_MAP)
 
 
@@ -129,7 +153,15 @@ def _chunks(body: bytes, stream: bool) -> tuple[list[tuple[Any, int]], bool]:
     if head == b"[":
         return list(iter_json_array(body)), True
     if is_stream_body(body, stream):
-        return [(obj, end) for _, obj, end in iter_sse_json(body) if isinstance(obj, dict)], True
+        chunks = [(obj, end) for _, obj, end in iter_sse_json(body) if isinstance(obj, dict)]
+        # Vertex may end a 200 stream with its error body written bare, without `data:`
+        # (rulebook 8.5: errors after HTTP 200 arrive in-band). SSE framing drops such lines,
+        # so the text after the last SSE line is read here, for this dialect only, and kept
+        # only when it is an error object.
+        tail = trailing_json(body)
+        if isinstance(tail, dict) and tail.get("error") is not None:
+            chunks.append((tail, len(body)))
+        return chunks, True
     return [(loads_lenient(body), len(body))], False
 
 
@@ -146,6 +178,7 @@ def parse_response(
     if not streamed and not isinstance(chunks[0][0], dict):
         raise ValueError("response body is not a JSON object")
     usage_raw: Any = None
+    usage_final = False  # the last usage report came on or after the finish chunk
     model: str | None = None
     finish: str | None = None
     first_reasoning: int | None = None
@@ -159,20 +192,23 @@ def parse_response(
             error_type, error_message = error_fields(chunk)
             error_type = error_type or "error"
             continue
-        if isinstance(chunk.get("usageMetadata"), dict):
-            usage_raw = chunk["usageMetadata"]
         model = as_str(chunk.get("modelVersion")) or model
         reasoning, text, chunk_finish = _part_flags(chunk)
         finish = chunk_finish or finish
+        if is_usage_report(chunk.get("usageMetadata")):  # rulebook 8.4: last non-null usage
+            usage_raw = chunk["usageMetadata"]
+            usage_final = finish is not None
         if reasoning and first_reasoning is None:
             first_reasoning = end
         if text and first_text is None:
             first_text = end
+    if streamed and not usage_final:
+        # Rulebook section 5: every chunk's counts are running totals that can still change,
+        # the prompt count too (15 in early chunks, 13 in the last), so only the usage of the
+        # finish chunk or a later one is final. Before it (a cut stream, one ended by an error,
+        # a finish chunk without usageMetadata) every count is unknown, not a running total.
+        usage_raw = None
     usage = normalise_usage(usage_raw)
-    if streamed and finish is None and usage is not None:
-        # Running totals of a stream that never finished (cut, or ended by an error): the
-        # prompt side is final, the output side is not.
-        usage.output_tokens = usage.reasoning_tokens = None
     if error_type is not None:
         outcome = "stream_error"
     elif streamed and finish is None:
