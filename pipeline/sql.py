@@ -8,11 +8,13 @@ an empty warehouse. Each `queries/<name>.sql` becomes view `<name>`; its header 
 Materialised views. The heavy views in `MATERIALISED` can be computed once and stored as
 `<warehouse>/derived/<view>.parquet` (a file, or a directory of part files) next to
 `<warehouse>/derived/<view>.stamp.json`, whose `stamp` is `view_stamp(...)`: a digest of the
-query text of the view and of everything it reads (transitively), of the ingest manifest (the
-source keys) and of the data-table files (cache rules, prices). `connect` reads a derived file
-instead of recomputing the view while its stamp matches, and silently recomputes otherwise;
-`build` (the `cacheaudit build` command) writes them. Any engine may write derived views, as long
-as it writes the same two files.
+query text of the view and of everything it reads (transitively), of the warehouse's rows
+(`warehouse_state`: every manifest file's bytes, which each ingest of a source writes anew with
+its `ingested_at`, and the name and size of every visible part) and of the data-table files
+(cache rules, prices). `connect` reads a derived file instead of recomputing the view while its
+stamp matches, and silently recomputes otherwise; `build` (the `cacheaudit build` command) writes
+them, holding the warehouse lock shared so that no ingest lands between the rows it reads and
+the stamp it stores. Any engine may write derived views, as long as it writes the same two files.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,7 +59,7 @@ TABLE_PROVIDERS = ("pipeline.prices.tables", "pipeline.cache_rules")
 # Views worth storing: each reads millions of segment rows or joins them (see bench/views.py).
 MATERIALISED = ("request_prefix", "conversations", "cache_breaks")
 DERIVED_DIR = "derived"
-STAMP_VERSION = "1"
+STAMP_VERSION = "2"
 # A build caps DuckDB's memory and spills to <warehouse>/derived/.spill beyond it: the window
 # over every segment is larger than memory on big warehouses (bench/views.py: 1M requests).
 BUILD_MEMORY_LIMIT_BYTES = 3 * 1024**3
@@ -184,18 +187,20 @@ def connect(
     `only`: create just these views and what they read (faster; unrelated views are skipped).
     """
     options = options or SqlOptions()
+    queries = load_queries()
+    wanted = needed(only, queries) if only is not None else set(queries)
+    # Once per session, not per view (it reads every manifest file), before the parts are listed.
+    state = warehouse_state(wh) if use_derived and wanted & set(MATERIALISED) else None
     con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
     for table in TABLES:
         _register_raw(con, wh, table)
     for provider in TABLE_PROVIDERS:
         importlib.import_module(provider).register(con, options)
-    queries = load_queries()
-    wanted = needed(only, queries) if only is not None else set(queries)
     for name in creation_order(queries):
         if name not in wanted:
             continue
-        derived = fresh_derived(wh, name, options) if use_derived else None
+        derived = fresh_derived(wh, name, options, state=state) if use_derived else None
         if derived is not None:
             _create_from_parquet(con, name, derived)
         else:
@@ -241,8 +246,46 @@ def _data_files(options: SqlOptions) -> list[Path]:
     return files
 
 
-def view_stamp(wh: Warehouse, name: str, options: SqlOptions | None = None) -> str:
-    """Digest of everything view `name` is computed from (see the module docstring)."""
+def warehouse_state(wh: Warehouse) -> str:
+    """Digest of the rows readers see: what a stored view's stamp says it was computed from.
+
+    A source's parts become visible with its manifest file and go with it, and every ingest of
+    a source writes that file anew with its own `ingested_at`, also a --force re-ingest, which
+    rewrites the rows under the same key (the key alone did not change: audit F1). So the bytes
+    of every manifest file change whenever rows do; the name and size of every visible part are
+    added for parts removed or replaced by other means. No mtimes: a copied warehouse keeps its
+    stored views."""
+    digest = hashlib.sha256(b"warehouse\n")
+    base = wh.root / "sources"
+    keys: set[str] = set()
+    for path in sorted(base.glob("*.parquet")) if base.is_dir() else []:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue  # removed meanwhile (an ingest replacing it): the digest differs anyway
+        keys.add(path.stem)
+        digest.update(f"manifest {path.stem} {len(data)}\n".encode())
+        digest.update(data)
+    for table in TABLES:
+        if table == "sources":
+            continue
+        for path in sorted((wh.root / table).rglob("*.parquet")):
+            if path.name.split("-", 1)[0] not in keys:
+                continue  # an unfinished ingest's part: not visible
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            digest.update(f"part {path.relative_to(wh.root).as_posix()} {size}\n".encode())
+    return digest.hexdigest()
+
+
+def view_stamp(
+    wh: Warehouse, name: str, options: SqlOptions | None = None, *, state: str | None = None
+) -> str:
+    """Digest of everything view `name` is computed from (see the module docstring).
+
+    `state`: `warehouse_state(wh)` when the caller has it, taken before the rows were read."""
     options = options or SqlOptions()
     queries = load_queries()
     if name not in queries:
@@ -255,28 +298,36 @@ def view_stamp(wh: Warehouse, name: str, options: SqlOptions | None = None) -> s
         for inp in queries[dep].inputs:
             if inp not in queries and not inp.startswith("raw_"):
                 reads_data_tables = True
-    digest.update(b"manifest\n")
-    for key in sorted(wh.manifest_keys()):
-        digest.update(f"{key}\n".encode())
+    digest.update(f"state {state or warehouse_state(wh)}\n".encode())
     if reads_data_tables:
         for path in _data_files(options):
-            digest.update(f"data {path.name}\n".encode())
-            digest.update(path.read_bytes())
+            data = path.read_bytes()
+            digest.update(f"data {path.name} {len(data)}\n".encode())
+            digest.update(data)
     return digest.hexdigest()
 
 
-def fresh_derived(wh: Warehouse, name: str, options: SqlOptions | None = None) -> Path | None:
-    """The derived Parquet of `name` when its stamp matches the current inputs, else None."""
-    if name not in MATERIALISED:
-        return None
+def _stored_stamp(wh: Warehouse, name: str) -> str | None:
     path, stamp_file = derived_path(wh, name), stamp_path(wh, name)
     if not path.exists() or not stamp_file.exists():
         return None
     try:
-        stored = json.loads(stamp_file.read_text(encoding="utf-8")).get("stamp")
-    except (OSError, ValueError):
+        stamp = json.loads(stamp_file.read_text(encoding="utf-8")).get("stamp")
+    except (OSError, ValueError, AttributeError):
         return None
-    return path if stored == view_stamp(wh, name, options) else None
+    return stamp if isinstance(stamp, str) else None
+
+
+def fresh_derived(
+    wh: Warehouse, name: str, options: SqlOptions | None = None, *, state: str | None = None
+) -> Path | None:
+    """The derived Parquet of `name` when its stamp matches the current inputs, else None."""
+    if name not in MATERIALISED:
+        return None
+    stored = _stored_stamp(wh, name)
+    if stored is None or stored != view_stamp(wh, name, options, state=state):
+        return None
+    return derived_path(wh, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,24 +345,49 @@ def build(
     names: Iterable[str] | None = None,
     force: bool = False,
 ) -> list[BuildResult]:
-    """Write each materialised view (and those it reads) whose stamp is stale."""
+    """Write each materialised view (and those it reads) whose stamp is stale.
+
+    Holds the warehouse lock shared: an ingest landing while the views are computed would
+    otherwise have its manifest in the stamp of rows read before it (audit F2). A build waits
+    for a running ingest, and an ingest for a running build."""
     options = options or SqlOptions()
     queries = load_queries()
     targets = needed(names if names is not None else MATERIALISED, queries)
     order = [n for n in creation_order(queries) if n in targets and n in MATERIALISED]
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
+    if not force:
+        # Nothing to write: no lock (which needs a writable warehouse, and waits for an ingest).
+        state = warehouse_state(wh)
+        if all(_stored_stamp(wh, n) == view_stamp(wh, n, options, state=state) for n in order):
+            return [BuildResult(name, False, -1, 0.0) for name in order]
     out_dir = wh.root / DERIVED_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
+
+    def waiting() -> None:
+        print(f"waiting for the ingest into {wh.root} to finish", file=sys.stderr)
+
+    with wh.lock(shared=True, on_wait=waiting):
+        return _build_locked(wh, options, order, targets, force)
+
+
+def _build_locked(
+    wh: Warehouse, options: SqlOptions, order: list[str], targets: set[str], force: bool
+) -> list[BuildResult]:
+    # The stamps come from the state taken before the connection lists the Parquet parts:
+    # even without the lock, a stamp could then only be older than the rows, never newer.
+    state = warehouse_state(wh)
+    stamps = {name: view_stamp(wh, name, options, state=state) for name in order}
+    out_dir = wh.root / DERIVED_DIR
     con = connect(wh, options=options, use_derived=not force, only=targets)
     _limit_build_memory(con, out_dir / ".spill")
     results: list[BuildResult] = []
     for name in order:
-        if not force and fresh_derived(wh, name, options) is not None:
+        stamp = stamps[name]
+        if not force and _stored_stamp(wh, name) == stamp:
             results.append(BuildResult(name, False, -1, 0.0))
             continue
         start = time.perf_counter()
-        stamp = view_stamp(wh, name, options)
         path = derived_path(wh, name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
@@ -90,11 +90,21 @@ class Warehouse:
         return {p.stem for p in base.glob("*.parquet")} if base.is_dir() else set()
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
-        """Exclusive lock for the duration of an ingest (a second ingest waits)."""
+    def lock(
+        self, *, shared: bool = False, on_wait: Callable[[], None] | None = None
+    ) -> Iterator[None]:
+        """Exclusive lock for the duration of an ingest (a second ingest waits). `shared`: for
+        a reader that must see no ingest land while it works (`cacheaudit build`); several may
+        hold it at once, never beside an ingest. `on_wait` runs once if the lock is busy."""
         self.ensure()
         with (self.root / ".ingest.lock").open("a") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+            try:
+                fcntl.flock(fh.fileno(), mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                fcntl.flock(fh.fileno(), mode)
             try:
                 yield
             finally:
