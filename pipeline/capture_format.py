@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
+from math import inf
 from typing import Any
 
 import orjson
@@ -123,20 +124,68 @@ def _body(part: dict[str, Any]) -> bytes:
     return body.encode("utf-8", "surrogatepass")
 
 
-def parse_timestamp(value: Any) -> datetime:
+def parse_timestamp(value: Any, name: str = "started_at") -> datetime:
+    """An RFC 3339 timestamp with its offset (`Z`, `z` or `+08:00`) as UTC. `name` is the
+    field as the input calls it (`startedDateTime` in a HAR), for the reject reason.
+
+    A time without an offset is refused, not guessed: local time taken as UTC would shift the
+    request, and the time-of-day prices with it (the price tables refuse it too)."""
     if not isinstance(value, str):
-        raise RecordError("started_at must be an RFC 3339 string")
+        raise RecordError(f"{name} must be an RFC 3339 string")
+    text = value[:-1] + "+00:00" if value[-1:] in ("Z", "z") else value
     try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        ts = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise RecordError(f"started_at is not a timestamp: {value[:40]!r}") from exc
+        raise RecordError(f"{name} is not a timestamp: {value[:40]!r}") from exc
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)  # naive timestamps are taken as UTC, as documented
+        raise RecordError(
+            f"{name} has no time zone: {value[:40]!r} (write it with its offset, e.g. Z for UTC)"
+        )
     return ts.astimezone(UTC)
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A timing offset in ms, or None when not measured or not possible (negative, not finite):
+    unknown, as a HAR reader makes a negative `time`."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < inf:
+        return float(value)
+    return None
+
+
+_INT = {int}
+_NUMBER = {int, float}
+
+
+def _chunks(value: Any) -> list[tuple[float | None, int]] | None:
+    """`response.chunks` as (arrival ms or None, length). A chunk whose time is not a number
+    (null, a string, negative) keeps its length with an unknown time: its bytes arrived, when is
+    not known. A list that is not [time, length] pairs with whole non-negative lengths cannot
+    say which bytes came when: no chunk timing (None), like a capture without chunks."""
+    if not isinstance(value, list):
+        return None
+    try:  # the usual case, checked column-wise: every time a number >= 0, every length an int
+        times, lengths = zip(*value, strict=True)
+        if (
+            set(map(type, lengths)) == _INT
+            and set(map(type, times)) <= _NUMBER
+            and min(lengths) >= 0
+            and min(times) >= 0
+            and max(times) < inf
+        ):
+            return list(zip(map(float, times), lengths, strict=True))
+    except (TypeError, ValueError):
+        pass
+    out: list[tuple[float | None, int]] = []
+    for item in value:
+        if not isinstance(item, list) or len(item) != 2:
+            return None
+        at, length = item
+        if isinstance(length, float) and length.is_integer():
+            length = int(length)
+        if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+            return None
+        out.append((_num(at), length))
+    return out
 
 
 def parse_record(obj: Any, source: str, index: int) -> Exchange:
@@ -178,7 +227,7 @@ def parse_record(obj: Any, source: str, index: int) -> Exchange:
         response_headers_ms=_num(timing.get("response_headers_ms")),
         first_byte_ms=_num(timing.get("first_byte_ms")),
         end_ms=_num(timing.get("end_ms")),
-        chunks=[(float(t), int(n)) for t, n in chunks] if isinstance(chunks, list) else None,
+        chunks=_chunks(chunks),
         capture_outcome=obj.get("outcome") if obj.get("outcome") != "complete" else None,
         capture_error=obj.get("error"),
     )

@@ -7,8 +7,9 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from operator import itemgetter
-from typing import Any
+from math import inf
+from operator import itemgetter, le
+from typing import Any, cast
 from urllib.parse import SplitResult, urlsplit
 
 import orjson
@@ -20,12 +21,16 @@ from pipeline.dialects.common import header
 from pipeline.dialects.fields import consistent
 from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
 from pipeline.redact import redact_text
+from pipeline.streams import is_stream_body
 
 _EMPTY_PREFIX = b"\x00" * 16
 _BINARY_APIS = frozenset({"converse", "invoke_model"})
 # What a capture tool says when it saw the exchange cut before it completed.
 _CUT = frozenset({"interrupted", "client_disconnected"})
 SegmentColumns = tuple[list[str], list[str | None], list[bytes]]  # kinds, roles, exact bytes
+# Chunk times are written rounded to the microsecond, first byte and end are not: a chunk time
+# may read up to half a microsecond before the first byte or after the end.
+_ROUNDING_MS = 0.001
 
 
 @dataclass(slots=True)
@@ -92,12 +97,61 @@ def _route(host: str, path: str, rules: tuple[providers.UserRule, ...]) -> provi
     return providers.route(host, path, list(rules) or None)
 
 
-def _arrival_ms(
-    exchange: Exchange, offsets: tuple[int | None, ...], stream: bool | None
-) -> tuple[float | None, ...]:
-    """When the body bytes at `offsets` had arrived, from the capture's chunk timings."""
+def _first_and_end(exchange: Exchange) -> tuple[float | None, float | None]:
+    """The (first byte, end) offsets of the exchange. A first byte after the end cannot be: one
+    of the two is wrong and nothing says which, so both are unknown."""
+    first, end = exchange.first_byte_ms, exchange.end_ms
+    if first is not None and end is not None and first > end + _ROUNDING_MS:
+        return None, None
+    return first, end
+
+
+def _chunk_times(
+    exchange: Exchange, first: float | None, end: float | None
+) -> list[float | None] | None:
+    """The arrival of each body chunk, None where unknown or impossible: a time before the first
+    byte or after the end, or out of order (before an earlier chunk's or after a later one's:
+    which of the two is wrong is unknown, so both are). None (no chunk timing) when there are
+    no chunks or their lengths do not add up to the body: they do not say which bytes came when.
+    """
     chunks = exchange.chunks
-    if chunks:
+    if not chunks or sum(map(itemgetter(1), chunks)) != len(exchange.response_body):
+        return None
+    times = list(map(itemgetter(0), chunks))
+    low = 0.0 if first is None else first - _ROUNDING_MS
+    high = inf if end is None else end + _ROUNDING_MS
+    if None not in times:  # the usual case: every time known, in order, within the exchange
+        ordered = cast("list[float]", times)
+        if low <= ordered[0] and ordered[-1] <= high and all(map(le, ordered, ordered[1:])):
+            return times
+    known = [t if t is not None and low <= t <= high else None for t in times]
+    out = known[:]
+    latest = -inf
+    for i, t in enumerate(known):
+        if t is not None:
+            if t < latest:
+                out[i] = None
+            latest = max(latest, t)
+    earliest = inf
+    for i in range(len(known) - 1, -1, -1):
+        t = known[i]
+        if t is not None:
+            if t > earliest:
+                out[i] = None
+            earliest = min(earliest, t)
+    return out
+
+
+def _arrival_ms(
+    exchange: Exchange,
+    offsets: tuple[int | None, ...],
+    stream: bool | None,
+    times: list[float | None] | None,
+    end: float | None,
+) -> tuple[float | None, ...]:
+    """When the body bytes at `offsets` had arrived, from the chunk times (`_chunk_times`)."""
+    if times is not None:
+        chunks = exchange.chunks or ()
         ends: list[int] | None = None
         out: list[float | None] = []
         for offset in offsets:
@@ -107,11 +161,11 @@ def _arrival_ms(
             if ends is None:
                 ends = list(accumulate(map(itemgetter(1), chunks)))
             i = bisect_left(ends, offset)
-            out.append(chunks[i][0] if i < len(chunks) else chunks[-1][0])
+            out.append(times[i] if i < len(times) else None)
         return tuple(out)
     # Without chunk timings a non-streamed body is usable when it has fully arrived; a stream's
     # per-event times are lost (HAR), so they stay unknown.
-    known = None if stream else exchange.end_ms
+    known = None if stream else end
     return tuple(None if offset is None else known for offset in offsets)
 
 
@@ -198,6 +252,9 @@ def _normalise(
         )
     else:
         response = _response(exchange, dialect, route.api, provider, stream, content_type)
+        # The column says what arrived: a body shaped like a stream was streamed, whatever the
+        # request flag and content-type said (the dialect read it as one).
+        stream = stream or is_stream_body(exchange.response_body, False)
     return build(
         exchange, request_id, provider, route.api, request, response, stream, parts=parts,
         segments=columns,
@@ -211,18 +268,25 @@ def _response(
     mid-body, the client left) may end anywhere, even inside a JSON value or a UTF-8 sequence:
     it is an interrupted exchange with unknown usage, not an unreadable record."""
     cut = exchange.capture_outcome in _CUT
+    cut_in_character = False
+    body = exchange.response_body
     # Bedrock streams are binary AWS event streams even when the capture lost the header.
     binary_ok = api in _BINARY_APIS or "eventstream" in content_type
     try:
-        if not binary_ok and not exchange.response_body.isascii():  # ASCII is valid UTF-8
+        if not binary_ok and not body.isascii():  # ASCII is valid UTF-8
             try:
-                exchange.response_body.decode("utf-8")
-            except UnicodeDecodeError:
-                raise RejectRecord("response body is not valid UTF-8") from None
+                body.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                if bad.end != len(body) or bad.reason != "unexpected end of data":
+                    raise RejectRecord("response body is not valid UTF-8") from None
+                # The body ends inside a character, so it was cut there: the bytes before the
+                # cut are read as a body cut anywhere else (a stream is interrupted, a JSON
+                # body not understood).
+                body, cut_in_character = body[: bad.start], True
         try:
             response: ResponseInfo = dialect.parse_response(
                 exchange.status,
-                exchange.response_body,
+                body,
                 provider,
                 stream,
                 exchange.response_headers,
@@ -233,10 +297,10 @@ def _response(
         if not cut:
             raise
         return ResponseInfo(outcome="interrupted", usage=None, error_message=exchange.capture_error)
-    if cut and response.outcome in ("ok", "interrupted"):
-        # The capture saw the connection cut; a body that looks complete may still lack
-        # its usage chunk, but a usage already received stays reported. What the capture saw
-        # is the reason, unless the body said one.
+    if (cut or cut_in_character) and response.outcome in ("ok", "interrupted"):
+        # The capture saw the connection cut (or the body ends inside a character); a body that
+        # looks complete may still lack its usage chunk, but a usage already received stays
+        # reported. What the capture saw is the reason, unless the body said one.
         response.outcome = "interrupted"
         response.error_message = response.error_message or exchange.capture_error
     return response
@@ -275,9 +339,16 @@ def build(
     digests, prefixes = hash_chain(data)
     usage = consistent(response.usage) if response.usage is not None else Usage()
     passes = usage.pass_prompt_tokens
+    first_byte, end = _first_and_end(exchange)
     if timing is None:
+        times = _chunk_times(exchange, first_byte, end)
+        if first_byte is None and times is not None:
+            # No measured first byte: the first chunk's arrival is when it came.
+            first_byte = next(
+                (t for t, (_, n) in zip(times, exchange.chunks or (), strict=True) if n), None
+            )
         first_reasoning, first_text = _arrival_ms(
-            exchange, (response.first_reasoning_at, response.first_text_at), stream
+            exchange, (response.first_reasoning_at, response.first_text_at), stream, times, end
         )
         timing = (first_reasoning, first_text)
     row = {
@@ -307,10 +378,10 @@ def build(
         "reported_cost": usage.reported_cost,
         "largest_pass_prompt_tokens": max(passes) if passes else None,
         "smallest_pass_prompt_tokens": min(passes) if passes else None,
-        "ttfb_ms": exchange.first_byte_ms,
+        "ttfb_ms": first_byte,
         "first_reasoning_ms": timing[0],
         "ttft_ms": timing[1],
-        "duration_ms": exchange.end_ms,
+        "duration_ms": end,
         "finish_reason": response.finish_reason,
         "error_type": response.error_type,
         "error_message": redact_text(response.error_message)[:300]

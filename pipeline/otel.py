@@ -76,7 +76,10 @@ USAGE_MAP = DialectMap(
         "azure.ai.openai -> azure_openai; model = `gen_ai.response.model`, else "
         "`gen_ai.request.model`.",
         "stream = `gen_ai.request.stream` or `llm.is_streaming`; NULL when the span says "
-        "neither. A span without `startTimeUnixNano` is a reject.",
+        "neither. A span whose `startTimeUnixNano` is missing, 0 or not an unsigned 64-bit "
+        "integer after 2000 (negative, a bool, a fraction, milliseconds) is a reject; "
+        "started_at is that time truncated to "
+        "the microsecond, like the times of capture JSONL and HAR.",
     ),
 )
 

@@ -32,8 +32,9 @@ class Exchange:
     response_headers_ms: float | None = None
     first_byte_ms: float | None = None
     end_ms: float | None = None
-    # (arrival offset in ms since request start, byte length) for each body chunk as received.
-    chunks: list[tuple[float, int]] | None = None
+    # (arrival offset in ms since request start, byte length) for each body chunk as received;
+    # the offset is None when the capture did not say (or said something impossible).
+    chunks: list[tuple[float | None, int]] | None = None
     capture_outcome: str | None = None  # set by capture tools: interrupted, upstream_error, ...
     capture_error: str | None = None
     # Pre-normalised usage (OTel spans carry usage but no HTTP bodies).

@@ -3,9 +3,11 @@
 Bodies come from `postData.text` and `content.text` (base64 when `encoding` says so). Timings:
 `startedDateTime` is the request start; first byte = blocked + dns + connect + send + wait (the
 `-1` "not applicable" values count as 0; `ssl` is inside `connect`), unknown (NULL) without a
-response or without a `wait` (then nothing says when a byte came); end = `time`. A HAR has no
-per-chunk timing, so a streamed body's time to first text is unknown (NULL). A failed request's
-reason is `_error`, which Chrome and mitmproxy write in `response` (older tools: in the entry).
+response or without a `wait` (then nothing says when a byte came); end = `time` (a first byte
+after it makes both unknown, as in a capture record); `startedDateTime` must carry its offset
+(a time without one is a reject, not guessed to be UTC). A HAR has no per-chunk timing, so a
+streamed body's time to first text is unknown (NULL). A failed request's reason is `_error`,
+which Chrome and mitmproxy write in `response` (older tools: in the entry).
 
 A HAR is one JSON document, but it can be larger than memory (a long mitmproxy session), so it
 is never parsed whole: `iter_entry_bytes` scans the bytes for the extent of each element of
@@ -256,7 +258,7 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     return Exchange(
         source=source,
         index=index,
-        started_at=parse_timestamp(entry.get("startedDateTime")),
+        started_at=parse_timestamp(entry.get("startedDateTime"), "startedDateTime"),
         method=str(request.get("method", "GET")),
         url=redact_url(url),
         request_headers=redact_headers(raw_headers),

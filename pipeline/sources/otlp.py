@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +70,25 @@ def attributes(items: Any) -> dict[str, Any]:
     return out
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FIXED64 = 2**64  # OTLP times are unsigned 64-bit nanoseconds since 1970
+# No GenAI span started before 2000: an earlier start is a unit mistake (seconds, milliseconds or
+# microseconds written as nanoseconds all land in January 1970) or a placeholder.
+_EARLIEST_START = 946_684_800 * 10**9
+
+
 def _nanos(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+    """An OTLP time (fixed64 nanoseconds, a JSON number or a decimal string), or None when it is
+    absent or not one: a bool, a negative, a fraction, anything past 2^64."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        nanos = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        nanos = value
+    elif isinstance(value, float) and value.is_integer():
+        nanos = int(value)
+    else:
         return None
+    return nanos if 0 <= nanos < _FIXED64 else None
 
 
 def _status(span: dict[str, Any]) -> tuple[int, str | None]:
@@ -90,9 +104,17 @@ def span_to_exchange(
     span: dict[str, Any], resource: dict[str, Any], source: str, index: int
 ) -> Exchange:
     attrs = attributes(span.get("attributes"))
-    start = _nanos(span.get("startTimeUnixNano"))
-    if not start:  # missing or 0: a row in 1970 would reach every weekly report
+    raw_start = span.get("startTimeUnixNano")
+    start = _nanos(raw_start)
+    if raw_start is None:
         raise ValueError("span has no startTimeUnixNano")
+    if start is None or start < _EARLIEST_START:
+        # 0, before 2000 or not a time at all: a row in 1970 would reach every weekly report
+        shown = orjson.dumps(raw_start)[:40].decode("utf-8", "replace")
+        raise ValueError(
+            f"span startTimeUnixNano {shown} is not a time (nanoseconds since 1970 as an"
+            " unsigned 64-bit integer, after 2000)"
+        )
     end = _nanos(span.get("endTimeUnixNano"))
     code, message = _status(span)
     host = attrs.get("server.address")
@@ -109,7 +131,9 @@ def span_to_exchange(
     return Exchange(
         source=source,
         index=index,
-        started_at=datetime.fromtimestamp(start / 1e9, UTC),
+        # Whole microseconds, truncated like the RFC 3339 times of capture JSONL and HAR (a
+        # float division would round .9999995 s up into the next second, and the next price).
+        started_at=_EPOCH + timedelta(microseconds=start // 1000),
         method="POST",
         url=f"otel://{netloc}/{operation}",
         request_headers=[],
