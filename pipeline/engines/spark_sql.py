@@ -301,37 +301,48 @@ def build_derived(
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
     targets = sql.needed(names if names is not None else sql.MATERIALISED, queries)
     order = [n for n in creation_order(queries) if n in targets and n in sql.MATERIALISED]
-    current = {} if force else {n: sql.fresh_derived(wh, n, options) for n in order}
-    stored = {n: str(p) for n, p in current.items() if p is not None}
-    stale = [n for n in order if n not in stored]
-    scratch = wh.root / DERIVED_DIR / f".spark-{os.getpid()}"
-    try:
-        built = {
-            b.name: b
-            for b in build(
-                spark,
-                str(wh.root),
-                options=options,
-                views=stale,
-                out_dir=str(scratch),
-                stored=stored,
-            )
-        }
-        results = []
-        for name in order:
-            if name in stored:
-                results.append(sql.BuildResult(name, False, -1, 0.0))
-                continue
-            b = built[name]
-            _replace(Path(b.path), sql.derived_path(wh, name))
-            stamp = {"view": name, "stamp": sql.view_stamp(wh, name, options), "rows": b.rows}
-            stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
-            stamp_tmp.write_text(json.dumps(stamp, indent=1), encoding="utf-8")
-            stamp_tmp.replace(sql.stamp_path(wh, name))
-            results.append(sql.BuildResult(name, True, b.rows, b.seconds))
-        return results
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # As `sql.build`: the lock held shared keeps an ingest from landing while Spark reads, and
+    # the stamps come from the state taken before Spark lists the files, so a stored view is
+    # never marked as covering rows it did not read
+    with wh.lock(shared=True):
+        state = sql.warehouse_state(wh)
+        current = (
+            {} if force else {n: sql.fresh_derived(wh, n, options, state=state) for n in order}
+        )
+        stored = {n: str(p) for n, p in current.items() if p is not None}
+        stale = [n for n in order if n not in stored]
+        scratch = wh.root / DERIVED_DIR / f".spark-{os.getpid()}"
+        try:
+            built = {
+                b.name: b
+                for b in build(
+                    spark,
+                    str(wh.root),
+                    options=options,
+                    views=stale,
+                    out_dir=str(scratch),
+                    stored=stored,
+                )
+            }
+            results = []
+            for name in order:
+                if name in stored:
+                    results.append(sql.BuildResult(name, False, -1, 0.0))
+                    continue
+                b = built[name]
+                _replace(Path(b.path), sql.derived_path(wh, name))
+                stamp = {
+                    "view": name,
+                    "stamp": sql.view_stamp(wh, name, options, state=state),
+                    "rows": b.rows,
+                }
+                stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
+                stamp_tmp.write_text(json.dumps(stamp, indent=1), encoding="utf-8")
+                stamp_tmp.replace(sql.stamp_path(wh, name))
+                results.append(sql.BuildResult(name, True, b.rows, b.seconds))
+            return results
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _replace(new: Path, path: Path) -> None:
