@@ -8,6 +8,11 @@ written a batch's parts, and before its manifest makes them visible, this pass r
 new parts every request whose id is already in the warehouse or earlier in the batch. Kept:
 the copy ingested first, then the one from the file listed first, then the lowest line/entry.
 
+A derived id ends in which exchange of that content in its file it is (`:0`, `:1`, ...). The
+workers number only what each of them read, so when a file holds repeated content this pass
+first renumbers its rows in file order: the n-th identical exchange of a file is `:n`, whatever
+worker read it (two identical requests stay two rows, and match the same two in another file).
+
 Only new parts are rewritten (what readers already see never changes), and only the days the
 new rows fall on are read: a duplicate started at the same instant, so it is in the same day
 partition. Removed rows count as skipped, so records = accepted + rejected + skipped holds.
@@ -15,6 +20,7 @@ partition. Removed rows count as skipped, so records = accepted + rejected + ski
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -39,6 +45,10 @@ class Counted(Protocol):
 
 
 OLD = -1  # rank of rows already visible in the warehouse: they always win
+# A derived id (`ingest.fallback_id`): x<16 hex>:<occurrence>; one past the first occurrence.
+FALLBACK_ID = r"^x[0-9a-f]{16}:[0-9]+$"
+_LATER_OCCURRENCE = r"^x[0-9a-f]{16}:[1-9][0-9]*$"
+_OCCURRENCE = re.compile(r":[0-9]+$")
 
 
 def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int:
@@ -58,8 +68,12 @@ def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int
         old = [p for p, key in parts.items() if key in visible]
         if not _any_repeated(new, old):
             continue  # the usual case, found without polars (importing it alone took 0.2 s)
-        for part, losers in _losers(new, old, rank).items():
-            _rewrite(warehouse, part, losers)
+        renames, all_losers = _plan(new, old, rank)
+        for part in sorted(renames.keys() | all_losers.keys()):
+            losers = all_losers.get(part)
+            _rewrite(warehouse, part, renames.get(part, {}), losers)
+            if losers is None:
+                continue
             fr = by_key[parts[part]]
             fr.accepted -= losers.height
             fr.skipped += losers.height
@@ -82,9 +96,12 @@ def _request_ids(parts: list[Path]) -> pa.ChunkedArray:
 
 
 def _any_repeated(new: list[Path], old: list[Path]) -> bool:
-    """Whether an id of the new parts repeats among them or is in an old part."""
+    """Whether an id of the new parts repeats among them or is in an old part, or is a derived
+    id past a first occurrence (a file with repeated content: its numbering is checked)."""
     ids = _request_ids(new)
     if pc.count_distinct(ids).as_py() < len(ids):
+        return True
+    if pc.any(pc.match_substring_regex(ids, _LATER_OCCURRENCE)).as_py() is True:
         return True
     return bool(old) and pc.any(pc.is_in(ids, value_set=_request_ids(old))).as_py() is True
 
@@ -103,12 +120,41 @@ def _ids(part: Path, rank: int) -> pl.DataFrame:
     )
 
 
-def _losers(new: list[Path], old: list[Path], rank: Mapping[str, int]) -> dict[Path, pl.DataFrame]:
-    """Per new part, the rows to drop: request_id, source_index, and whether the copy that is
-    kept is in this same part (then only its segments stay, not the repeated ones)."""
+def _numbered(fresh: pl.DataFrame) -> tuple[pl.DataFrame, dict[Path, dict[str, str]]]:
+    """The new rows with each derived id renumbered in file order (the n-th row of a source
+    with that content is `:n`), and per part the ids that change: {old id: new id}. A worker
+    numbers its own rows from 0 in each part, so an id is unique within a part."""
     import polars as pl
 
-    fresh = pl.concat([_ids(p, rank[p.name.split("-", 1)[0]]) for p in new])
+    rid = pl.col("request_id")
+    ordered = fresh.sort(["rank", "source_index", "part"]).with_columns(
+        rid.str.contains(FALLBACK_ID).alias("derived"),
+        rid.str.replace(_OCCURRENCE.pattern, "").alias("base"),
+    )
+    occurrence = pl.int_range(pl.len()).over("rank", "base", "derived").cast(pl.String)
+    numbered = ordered.with_columns(
+        pl.when(pl.col("derived"))
+        .then(pl.col("base") + ":" + occurrence)
+        .otherwise(rid)
+        .alias("numbered")
+    )
+    changed = numbered.filter(pl.col("numbered") != rid)
+    renames: dict[Path, dict[str, str]] = {}
+    for part, old_id, new_id in changed.select("part", "request_id", "numbered").iter_rows():
+        renames.setdefault(Path(part), {})[old_id] = new_id
+    rows = numbered.with_columns(pl.col("numbered").alias("request_id"))
+    return rows.select(fresh.columns), renames
+
+
+def _plan(
+    new: list[Path], old: list[Path], rank: Mapping[str, int]
+) -> tuple[dict[Path, dict[str, str]], dict[Path, pl.DataFrame]]:
+    """Per new part, the derived ids to renumber ({old: new}, see `_numbered`) and the rows to
+    drop: request_id (as renumbered), source_index, and whether the copy that is kept is in
+    this same part (then only its segments stay, not the repeated ones)."""
+    import polars as pl
+
+    fresh, renames = _numbered(pl.concat([_ids(p, rank[p.name.split("-", 1)[0]]) for p in new]))
     if old:
         # Only ids of the new rows can collide: read the old ones, keep those that match.
         seen = pl.concat([_ids(p, OLD) for p in old]).join(
@@ -119,7 +165,7 @@ def _losers(new: list[Path], old: list[Path], rank: Mapping[str, int]) -> dict[P
         rows = fresh
     repeated = rows.filter(pl.col("request_id").is_duplicated())
     if repeated.is_empty():
-        return {}
+        return renames, {}
     ordered = repeated.sort(["rank", "source_index", "part"]).with_columns(
         pl.col("part").first().over("request_id").alias("kept_part"),
         (pl.int_range(pl.len()).over("request_id") > 0).alias("loser"),
@@ -127,25 +173,44 @@ def _losers(new: list[Path], old: list[Path], rank: Mapping[str, int]) -> dict[P
     losers = ordered.filter(pl.col("loser")).with_columns(
         (pl.col("kept_part") == pl.col("part")).alias("kept_here")
     )
-    return {
+    return renames, {
         Path(part): group.select("request_id", "source_index", "kept_here")
         for (part,), group in losers.group_by("part")
     }
 
 
-def _rewrite(warehouse: Warehouse, part: Path, losers: pl.DataFrame) -> None:
-    """Rewrite one requests part without its losers, and the segments part of the same name."""
+def _renamed(table: pa.Table, renames: Mapping[str, str]) -> pa.Table:
+    """`table` with its request ids replaced as `renames` says."""
+    if not renames:
+        return table
+    i = table.schema.get_field_index("request_id")
+    column = table.column(i)
+    ids = [renames.get(v, v) for v in column.to_pylist()]
+    return table.set_column(i, table.schema.field(i), pa.array(ids, column.type))
+
+
+def _rewrite(
+    warehouse: Warehouse, part: Path, renames: Mapping[str, str], losers: pl.DataFrame | None
+) -> None:
+    """Rewrite one requests part with its ids renumbered and without its losers, and the
+    segments part of the same name."""
     import polars as pl
 
-    table = pq.read_table(part)
-    drop = losers.select("request_id", "source_index", pl.lit(True).alias("drop"))
-    rows = _frame(table).with_columns(pl.col("source_index").cast(pl.Int64))
-    marked = rows.join(drop, on=["request_id", "source_index"], how="left", maintain_order="left")
-    warehouse.replace_part(part, table.filter(marked["drop"].is_null().to_arrow()))
+    table = _renamed(pq.read_table(part), renames)
+    if losers is not None:
+        drop = losers.select("request_id", "source_index", pl.lit(True).alias("drop"))
+        rows = _frame(table).with_columns(pl.col("source_index").cast(pl.Int64))
+        on = ["request_id", "source_index"]
+        marked = rows.join(drop, on=on, how="left", maintain_order="left")
+        table = table.filter(marked["drop"].is_null().to_arrow())
+    warehouse.replace_part(part, table)
     segments = part.parents[2] / "segments" / part.parent.name / part.name
     if not segments.exists():
         return
-    seg_table = pq.read_table(segments)
+    seg_table = _renamed(pq.read_table(segments), renames)
+    if losers is None:
+        warehouse.replace_part(segments, seg_table)
+        return
     # A repeated request's segments go; where the kept copy is in this same part, the first
     # row of each position (its own, written first) stays.
     gone = losers.filter(~pl.col("kept_here"))["request_id"].implode()

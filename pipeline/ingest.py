@@ -29,6 +29,7 @@ import multiprocessing as mp
 import operator
 import os
 import queue
+import select
 import shutil
 import sys
 import tempfile
@@ -52,8 +53,9 @@ from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
 from pipeline.sources import compression_of, detect_format, iter_source, open_counted
 from pipeline.sources.capture import redact_excerpt
-from pipeline.warehouse import Warehouse, source_key
+from pipeline.warehouse import TABLES, Warehouse, source_key
 
+LOCK_FILE = ".ingest.lock"  # pipeline.warehouse.Warehouse.lock
 CHUNK_BYTES = 32 * 1024 * 1024  # one task's share of a file the workers read themselves
 TAIL_SPLIT = 8  # the end of a file goes in smaller ranges, down to CHUNK_BYTES / TAIL_SPLIT
 HASH_BLOCK = 16 * 1024 * 1024
@@ -407,6 +409,9 @@ class _Buffers:
         self.content: dict[str, list[Any]] = {"segment_hash": [], "bytes": [], "content": []}
         self.rejects: dict[str, list[Any]] = {n: [] for n in self.rejects_names}
         self.request_count = self.segment_count = self.content_bytes = 0
+        # Rows of the next part per fallback id base (`fallback_base`): numbers the exchanges of
+        # identical content, so that ids are unique within a part (see `fallback_id`).
+        self.occurrences: dict[str, int] = {}
 
     def add(self, norm: Normalised) -> None:
         row = norm.row
@@ -522,7 +527,11 @@ class Worker:
                 continue
             if self.rules and item.span is None:
                 self._note_rule(item.url)
-            request_id = item.record_id or fallback_id(item)
+            base = None if item.record_id else fallback_base(item)
+            if base is None:
+                request_id = str(item.record_id)
+            else:
+                request_id = fallback_id(item, buffers.occurrences.get(base, 0), base)
             try:
                 norm = normalise(item, request_id, self.rules)
             except Skip:
@@ -533,6 +542,8 @@ class Worker:
                 buffers.reject(Reject(item.source, item.index, str(exc), excerpt), now)
                 rejected += 1
                 continue
+            if base is not None:
+                buffers.occurrences[base] = buffers.occurrences.get(base, 0) + 1
             buffers.add(norm)
             accepted += 1
         return records, accepted, rejected, skipped
@@ -552,14 +563,27 @@ class Worker:
         self.buffers.clear()
 
 
-def fallback_id(item: Exchange) -> str:
-    """An id for a record that has none (HAR entries): from what the exchange was, not from the
-    file it is in, so the same traffic ingested again from a renamed or compressed copy keeps
-    its id and is recognised as already in the warehouse (see pipeline.dedupe)."""
+def fallback_base(item: Exchange) -> str:
+    """What identifies a record that has no id (HAR entries, capture records written without
+    one): a hash of when and what was asked (start time, method, URL, request body), not of where
+    it is in its file. The response is left out on purpose: two exports of one session can hold
+    the same exchange with its response cut or missing in one of them (taken while it was still
+    streaming, or saved without content), and it must still be recognised as the same."""
     h = xxhash.xxh3_64()
     h.update(f"{item.started_at.isoformat()} {item.method} {item.url}\n".encode())
     h.update(item.request_body)
-    return f"x{h.hexdigest()}:{item.index}"
+    return f"x{h.hexdigest()}"
+
+
+def fallback_id(item: Exchange, occurrence: int = 0, base: str | None = None) -> str:
+    """The id of a record that has none: `fallback_base` and which exchange of that content in
+    its file this is (0, 1, ... in file order), so that the same traffic keeps its ids in a renamed
+    or compressed copy and in another export that overlaps this one (pipeline.dedupe then drops
+    it), while two identical requests sent at the same instant stay two rows.
+
+    A worker numbers only the exchanges it reads, so it sees part of a file: `dedupe` renumbers
+    the new rows in file order (by source_index) whenever a file holds repeated content."""
+    return f"{base or fallback_base(item)}:{occurrence}"
 
 
 def _line_records(task: Task, lines: Iterable[bytes]) -> Iterator[Record]:
@@ -593,13 +617,71 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
+PARENT_POLL_SECONDS = 1.0  # how often an idle worker checks that its ingest still runs
+
+
+class _ParentWatch:
+    """Whether the ingest process that started a worker still runs. The worker's own parent is
+    the fork server, which lives on while any worker does, so a killed ingest (SIGTERM from
+    `timeout` or a CI cancel, SIGKILL, the OOM killer) would leave its workers waiting for tasks
+    for ever. Watched through a pidfd where there is one (it names that process, not a number
+    the system may give to another), else by sending it signal 0."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fd: int | None = None
+        self.gone = False
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            try:
+                self.fd = pidfd_open(pid)
+            except ProcessLookupError:
+                self.gone = True
+            except OSError:
+                pass  # no pidfd support in this kernel: signal 0 below
+
+    def alive(self) -> bool:
+        if self.gone:
+            return False
+        if self.fd is not None:
+            readable, _, _ = select.select([self.fd], [], [], 0)
+            self.gone = bool(readable)  # a pidfd becomes readable when the process exits
+        else:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                self.gone = True
+            except PermissionError:
+                pass  # it exists (as another user: a reused pid, but it cannot be ours)
+        return not self.gone
+
+
+def _next_task(tasks: Any, parent: _ParentWatch) -> Task | None:
+    """The next task from the queue, None at its end; exits the process at once (nothing
+    flushed: the parts would be orphans anyway, which the next ingest removes) when the ingest
+    that handed out the tasks is gone."""
+    while True:
+        try:
+            task: Task | None = tasks.get(timeout=PARENT_POLL_SECONDS)
+        except queue.Empty:
+            task = None
+            if parent.alive():
+                continue
+        if not parent.alive():
+            if task is not None and task.spill is not None:
+                Path(task.spill).unlink(missing_ok=True)
+            os._exit(1)
+        return task
+
+
 def _worker_main(
-    worker_id: int, root: str, options: Options, tasks: Any, results: Any
+    worker_id: int, root: str, options: Options, tasks: Any, results: Any, parent_pid: int
 ) -> None:  # pragma: no cover - runs in a child process; covered through ingest()
     _tune_gc()
+    parent = _ParentWatch(parent_pid)
     try:
         worker = Worker(root, options, worker_id)
-        while (task := tasks.get()) is not None:
+        while (task := _next_task(tasks, parent)) is not None:
             results.put(("done", task.source_hash, task.weight, worker.run(task)))
         worker.finish()
         results.put(("exit", worker_id, 0, sorted(worker.matched_rules)))
@@ -686,7 +768,7 @@ class _Pool:
         self.procs = [
             ctx.Process(
                 target=_worker_main,
-                args=(i, root, options, self.task_q, self.result_q),
+                args=(i, root, options, self.task_q, self.result_q, os.getpid()),
                 daemon=True,
             )
             for i in range(n_workers)
@@ -774,13 +856,24 @@ def _work_estimate(path: Path) -> int:
         return 0
 
 
-def _same_file(recorded: str, path: Path) -> bool:
-    if recorded == str(path):
-        return True
+def resolved_path(path: Path | str) -> str:
+    """The file's absolute path with symlinks resolved: the same for every working directory
+    and every way of naming it (the manifest keeps it beside the path as given)."""
     try:
-        return Path(recorded).resolve() == path.resolve()
-    except OSError:
-        return False
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):  # a symlink loop: as absolute as it gets
+        return str(Path(path).absolute())
+
+
+def _same_file(row: dict[str, Any], path: Path) -> bool:
+    """Whether a manifest row is of this file: by the resolved path recorded at its ingest. A
+    row written before that was recorded has only the path as given, resolved here against
+    the current directory (right only when that is where it was ingested from)."""
+    recorded = row.get("source_path")
+    if recorded:
+        return str(recorded) == resolved_path(path)
+    given = str(row["source"])
+    return given == str(path) or resolved_path(given) == resolved_path(path)
 
 
 def _starts_with(path: Path, size: int, digest: str) -> bool:
@@ -808,7 +901,7 @@ def supersede(warehouse: Warehouse, path: Path, digest: str) -> list[str]:
         old = str(row["source_hash"])
         if (
             old != digest
-            and _same_file(str(row["source"]), path)
+            and _same_file(row, path)
             and _starts_with(path, int(row["size_bytes"]), old)
         ):
             warehouse.remove_source(old)
@@ -836,31 +929,83 @@ def ingest(
         raise InputError("no input files", hint="cacheaudit ingest CAPTURE.jsonl [MORE ...]")
     if providers_file is not None:
         providers.load_user_rules(providers_file)  # fail fast on a bad map, before any work
+    # Before the warehouse is touched: a missing file, a pipe, or a single file that is not
+    # traffic fails the command without creating a directory.
+    formats = detect_formats(paths)
     n_workers = max(1, workers or os.cpu_count() or 1)
     if sum(_work_estimate(p) for p in paths) < PARALLEL_MIN_BYTES:
         n_workers = 1  # worker start-up would cost more than it saves
     options = Options(keep_content, str(providers_file) if providers_file else None, n_workers)
-    created = not warehouse.root.exists()
-    try:
-        with warehouse.lock():
+    created = _is_new(warehouse)
+    with warehouse.lock():
+        # Again under the lock: an ingest that failed while this one waited for the lock may
+        # have removed the (empty) table directories (`_remove_empty_tables`).
+        warehouse.ensure()
+        try:
             warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
             pool = _Pool(str(warehouse.root), options, n_workers) if n_workers > 1 else None
             try:
-                result = _ingest_locked(paths, warehouse, force, options, pool, progress)
+                result = _ingest_locked(paths, formats, warehouse, force, options, pool, progress)
             finally:
                 if pool is not None:
                     pool.close()
-    except BaseException:
-        # A first ingest that failed (a file that is not traffic, Ctrl-C) leaves no directory
-        # behind that later commands would take for a warehouse holding nothing.
-        if created and not warehouse.manifest_keys():
-            shutil.rmtree(warehouse.root, ignore_errors=True)
-        raise
+        except BaseException:
+            # A first ingest that failed (Ctrl-C, a worker that died) leaves no tables behind
+            # that later commands would take for a warehouse holding nothing. Under the lock,
+            # and never the directory or its lock file: another ingest may be waiting on it.
+            if created and not warehouse.manifest_keys():
+                _remove_empty_tables(warehouse)
+            raise
     return result
+
+
+def _is_new(warehouse: Warehouse) -> bool:
+    """Whether the warehouse directory is missing, or holds only the lock file that a failed
+    first ingest leaves (`_remove_empty_tables`). An empty directory was made by someone else."""
+    try:
+        return [p.name for p in warehouse.root.iterdir()] == [LOCK_FILE]
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # not a directory, unreadable: the lock reports it
+
+
+def detect_formats(paths: list[Path]) -> list[str | InputError]:
+    """Each file's format, or for a file of a batch that is not traffic the error (it becomes
+    one reject, `record_unrecognised`). A single file that is not traffic, or a path that is not
+    a regular file (missing, a directory, a pipe), fails the whole command."""
+    formats: list[str | InputError] = []
+    for path in paths:
+        try:
+            formats.append(detect_format(path))
+        except InputError as exc:
+            if len(paths) == 1 or not path.is_file():
+                raise  # a single named file, or a missing one: the whole command is wrong
+            formats.append(exc)
+    return formats
+
+
+def _remove_empty_tables(warehouse: Warehouse) -> None:
+    """Remove what a failed first ingest left in a warehouse that holds no source: its parts
+    (every part is an orphan then) and the table directories, when empty. The caller holds the
+    lock; the directory and its lock file stay: another ingest may have opened the lock file and
+    be waiting on it, and removing it would let a third one take a new lock beside that one."""
+    with contextlib.suppress(OSError):
+        warehouse.remove_orphans()
+    for table in TABLES:
+        base = warehouse.root / table
+        if not base.is_dir():
+            continue
+        for day in base.glob("*=*"):
+            with contextlib.suppress(OSError):
+                day.rmdir()  # only if empty
+        with contextlib.suppress(OSError):
+            base.rmdir()
 
 
 def _ingest_locked(
     paths: list[Path],
+    formats: list[str | InputError],
     warehouse: Warehouse,
     force: bool,
     options: Options,
@@ -872,13 +1017,9 @@ def _ingest_locked(
     pending: dict[str, FileResult] = {}
     unreadable: dict[str, FileResult] = {}
     plans: list[Iterator[Task]] = []
-    for path in paths:
-        try:
-            fmt = detect_format(path)
-        except InputError as exc:
-            if len(paths) == 1 or not path.is_file():
-                raise  # a single named file, or a missing one: the whole command is wrong
-            digest, fr = record_unrecognised(warehouse, path, exc, force)
+    for path, fmt in zip(paths, formats, strict=True):
+        if isinstance(fmt, InputError):
+            digest, fr = record_unrecognised(warehouse, path, fmt, force)
             result.files.append(fr)
             if fr.status == "ingested":
                 unreadable[digest] = fr
@@ -984,6 +1125,7 @@ def write_manifests(warehouse: Warehouse, done: dict[str, FileResult]) -> None:
         warehouse.write_manifest(
             {
                 "source": fr.source,
+                "source_path": resolved_path(fr.source),
                 "source_hash": digest,
                 "format": fr.format,
                 "size_bytes": fr.size_bytes,

@@ -6,8 +6,8 @@ WITH source AS (
 ),
 
 final AS (
-    SELECT source, source_hash, format, size_bytes, records, accepted, rejected, skipped,
-           ingested_at, cacheaudit_version
+    SELECT source, source_path, source_hash, format, size_bytes, records, accepted, rejected,
+           skipped, ingested_at, cacheaudit_version
     FROM source
 )
 

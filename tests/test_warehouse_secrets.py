@@ -55,7 +55,8 @@ def _jsonl(path: Path) -> None:
 def _har(path: Path) -> None:
     entries = []
     for i, (headers, url) in enumerate(_header_sets()):
-        entry = har_entry(i, url=url, headers=[{"name": n, "value": v} for n, v in headers])
+        # Other exchanges than the capture's (the same ones would land once, from the capture).
+        entry = har_entry(i + 10, url=url, headers=[{"name": n, "value": v} for n, v in headers])
         entry["response"]["headers"].append({"name": "set-cookie", "value": SECRETS["set-cookie"]})
         entry["request"]["cookies"] = [{"name": "session", "value": SECRETS["cookie"]}]
         entries.append(entry)
@@ -128,7 +129,8 @@ def test_no_gateway_token_header_or_semicolon_key_reaches_the_warehouse(tmp_path
     for i, (headers, url) in enumerate(zip(GATEWAY_HEADERS, GATEWAY_URLS, strict=True)):
         lines.append(line(capture_record(i, headers=[list(h) for h in headers], url=url)))
         har_headers = [{"name": n, "value": v} for n, v in headers]
-        entries.append(har_entry(i, url=url, headers=har_headers))
+        # Other exchanges than the capture's (the same ones would land once, from the capture).
+        entries.append(har_entry(i + 10, url=url, headers=har_headers))
     # Unreadable records keep a redacted excerpt: the secrets near their start must go too.
     broken = capture_record(99, headers=broken_headers, url=broken_url)
     lines.append(orjson.dumps({"request": broken["request"]})[:-30] + b"\n")

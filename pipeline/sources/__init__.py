@@ -210,6 +210,15 @@ def detect_format(path: Path) -> str:
         raise InputError(f"{path} does not exist")
     if path.is_dir():
         raise InputError(f"{path} is a directory", hint="pass the files, or a glob")
+    if not path.is_file():
+        # A pipe (`/dev/stdin`, `<(zcat ...)`) or a device: ingest hashes a file, then reads it
+        # again (several workers at once); a stream would be consumed by the first look.
+        raise InputError(
+            f"{path} is not a regular file (a pipe or a device): ingest needs a file it can"
+            " read more than once",
+            hint="write the stream to a file first (`... > capture.jsonl`) and ingest that;"
+            " .gz and .zst files are read as they are",
+        )
     try:
         with open_binary(path) as fh:
             head = fh.read(HEAD_BYTES)

@@ -70,7 +70,12 @@ def excerpt(line: bytes) -> str:
     return redact_excerpt(line)
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_line(line: bytes, source: str, lineno: int) -> Exchange | Reject | None:
+    if lineno == 1 and line.startswith(UTF8_BOM):
+        line = line[len(UTF8_BOM) :]  # written by some editors and Windows tools; not JSON
     if not line.strip():
         return None  # blank lines are not records
     try:
