@@ -53,9 +53,8 @@ from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
 from pipeline.sources import compression_of, detect_format, iter_source, open_counted
 from pipeline.sources.capture import redact_excerpt
-from pipeline.warehouse import TABLES, Warehouse, source_key
+from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, source_key
 
-LOCK_FILE = ".ingest.lock"  # pipeline.warehouse.Warehouse.lock
 CHUNK_BYTES = 32 * 1024 * 1024  # one task's share of a file the workers read themselves
 TAIL_SPLIT = 8  # the end of a file goes in smaller ranges, down to CHUNK_BYTES / TAIL_SPLIT
 HASH_BLOCK = 16 * 1024 * 1024
@@ -963,7 +962,7 @@ def _is_new(warehouse: Warehouse) -> bool:
     """Whether the warehouse directory is missing, or holds only the lock file that a failed
     first ingest leaves (`_remove_empty_tables`). An empty directory was made by someone else."""
     try:
-        return [p.name for p in warehouse.root.iterdir()] == [LOCK_FILE]
+        return [p.name for p in warehouse.root.iterdir()] == [LOCK_NAME]
     except FileNotFoundError:
         return True
     except OSError:

@@ -32,6 +32,7 @@ from pipeline import schema
 from pipeline.errors import WarehouseError
 
 TABLES = ("requests", "segments", "segment_content", "rejects", "sources")
+LOCK_NAME = ".ingest.lock"  # held by an ingest (exclusive) or a build (shared)
 # Parquet encoding per column: a dictionary only where values repeat (a dictionary attempted on
 # unique hashes is wasted work), min/max statistics only where readers filter. Together they cut
 # write time by a fifth and make files smaller; the values read back are the same.
@@ -97,7 +98,7 @@ class Warehouse:
         a reader that must see no ingest land while it works (`cacheaudit build`); several may
         hold it at once, never beside an ingest. `on_wait` runs once if the lock is busy."""
         self.ensure()
-        with (self.root / ".ingest.lock").open("a") as fh:
+        with (self.root / LOCK_NAME).open("a") as fh:
             mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
             try:
                 fcntl.flock(fh.fileno(), mode | fcntl.LOCK_NB)

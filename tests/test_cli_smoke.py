@@ -152,3 +152,17 @@ def test_reading_commands_refuse_a_directory_of_captures_passed_as_the_warehouse
         assert out.returncode == 5, (args, out.stdout, out.stderr)
         assert f"{captures} is not a warehouse" in out.stderr
         assert out.stdout == ""
+
+
+def test_what_an_interrupted_first_ingest_leaves_reads_as_an_empty_warehouse(
+    tmp_path: Path, cli: Any
+) -> None:
+    # the ingest keeps its lock file (another may be waiting on it) and perhaps empty tables
+    for leftovers in ([".ingest.lock"], [".ingest.lock", "requests", "rejects"]):
+        wh = tmp_path / str(len(leftovers))
+        wh.mkdir()
+        (wh / ".ingest.lock").touch()
+        for table in leftovers[1:]:
+            (wh / table).mkdir()
+        out = cli("sql", "select count(*) as n from requests", "-w", str(wh), "--format", "csv")
+        assert (out.returncode, out.stdout) == (0, "n\n0\n"), out.stderr

@@ -272,3 +272,19 @@ def test_a_capture_starting_with_a_byte_order_mark_keeps_its_first_record(
     fr = result.files[0]
     assert (fr.format, fr.records, fr.accepted, fr.rejected) == ("capture_jsonl", 3, 3, 0)
     assert sorted(r["request_id"] for r in table(tmp_path / "wh", "requests")) == ["r0", "r1", "r2"]
+
+
+def test_an_otlp_file_starting_with_a_byte_order_mark_keeps_the_spans_of_its_first_line(
+    tmp_path: Path,
+) -> None:
+    spans = Path(__file__).parent / "fixtures" / "otlp" / "genai_spans.jsonl"
+    plain = run([spans], tmp_path / "plain").files[0]
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + spans.read_bytes())
+    got = run([bom], tmp_path / "wh").files[0]
+    assert got.format == "otlp_json"
+    assert (got.records, got.accepted, got.rejected) == (
+        plain.records,
+        plain.accepted,
+        plain.rejected,
+    )

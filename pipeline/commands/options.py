@@ -56,7 +56,7 @@ def existing_warehouse(path: Path) -> Warehouse:
     of other things (a capture directory passed by mistake), is an error, not an empty result.
     An empty directory, or a warehouse where nothing was accepted yet, has empty tables."""
     from pipeline.errors import NotFoundError
-    from pipeline.warehouse import Warehouse
+    from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse
 
     elsewhere = "point --warehouse (or CACHEAUDIT_WAREHOUSE) at an existing warehouse directory"
     if not path.exists():
@@ -67,7 +67,10 @@ def existing_warehouse(path: Path) -> Warehouse:
     if not path.is_dir():
         raise NotFoundError(f"{path} is not a directory, so not a warehouse", hint=elsewhere)
     wh = Warehouse(path)
-    if not wh.exists() and any(path.iterdir()):
+    # what an interrupted first ingest leaves (its lock file, perhaps empty table folders) is
+    # still a warehouse, with empty tables
+    ours = {LOCK_NAME, *TABLES}
+    if not wh.exists() and any(p.name not in ours for p in path.iterdir()):
         raise NotFoundError(
             f"{path} is not a warehouse (it holds other files and no sources/ manifest)",
             hint=f"`cacheaudit ingest FILE... --warehouse {path}` makes it one, or {elsewhere}",
