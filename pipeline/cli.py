@@ -215,8 +215,13 @@ def sql(
 ) -> None:
     """Run SQL with DuckDB over the warehouse views.
 
-    Example: cacheaudit sql "select provider, sum(cache_read_tokens)/sum(input_tokens) from
-    requests group by 1" --format csv
+    Example, the token-weighted hit ratio per provider: over the requests where both input and
+    cache read are known (unknown is NULL, never 0), with the requests it leaves out counted:
+
+    cacheaudit sql "select provider, sum(cache_read_tokens) filter (where known) /
+    sum(input_tokens) filter (where known) as hit_ratio, count(*) filter (where not known) as
+    requests_unknown from (select *, input_tokens is not null and cache_read_tokens is not null
+    as known from requests) group by 1 order by 1" --format csv
     """
     from pipeline import output
     from pipeline import sql as sqlmod

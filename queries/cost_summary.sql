@@ -3,6 +3,9 @@
 -- output: one row per currency of the priced requests (never converted), plus one row with
 --   currency NULL for the requests that could not be priced, their count by reason. Every row
 --   repeats the coverage: share of requests and of tokens priced, over the whole warehouse.
+--   Priced means cost_total IS NOT NULL, as in report_weekly_cost and report_cost_daily:
+--   request_costs gives every cost_total a currency (a reported cost of unknown currency is
+--   not a cost_total), so the priced rows are exactly the rows with a currency here.
 WITH source AS (
     SELECT * FROM request_costs
 ),

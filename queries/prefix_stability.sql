@@ -7,7 +7,9 @@
 --   parent count (schemas/prefix_stability.json).
 WITH pairs AS (
     SELECT
-        coalesce(c.agent, '(none)')                                     AS agent,
+        -- NULL when not recorded (unknown is NULL; those turns group together, apart from any
+        -- real agent name); report_prefix_stability labels it 'unknown agent' for the chart.
+        c.agent                                                         AS agent,
         c.conversation_id,
         c.started_at::DATE                                              AS day,
         p.tools_hash IS DISTINCT FROM q.tools_hash                      AS tools_changed,

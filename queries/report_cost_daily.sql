@@ -11,8 +11,9 @@ WITH source AS (
     SELECT
         *,
         (started_at AT TIME ZONE 'UTC')::DATE                           AS day,
-        -- as report_weekly_cost decides it, so the counts agree with the headline's
-        cost_total IS NOT NULL AND currency IS NOT NULL                  AS priced
+        -- as report_weekly_cost and cost_summary decide it, so the counts agree everywhere
+        -- (request_costs gives every cost_total a currency)
+        cost_total IS NOT NULL                                          AS priced
     FROM request_costs
 ),
 

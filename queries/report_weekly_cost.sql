@@ -9,7 +9,9 @@ WITH source AS (
     SELECT
         *,
         date_trunc('week', (started_at AT TIME ZONE 'UTC')::DATE)::DATE AS week,
-        cost_total IS NOT NULL AND currency IS NOT NULL                  AS priced
+        -- priced as in cost_summary and report_cost_daily (request_costs gives every
+        -- cost_total a currency; a reported cost of unknown currency is not a cost_total)
+        cost_total IS NOT NULL                                          AS priced
     FROM request_costs
 ),
 

@@ -2,7 +2,10 @@
 -- inputs: requests, expected_cache, price_rows_source, price_windows_source, model_aliases_source, gateway_prefixes_source, price_digest_source
 -- output: one row per request, priced with the price row in force at the request's own
 --   timestamp (schemas/request_costs.json documents every column). Unpriced is NULL with
---   unpriced_reason, never 0. A cost the provider reported (OpenRouter) wins and is labelled.
+--   unpriced_reason, never 0. A cost the provider reported wins and is labelled where its
+--   currency is known (OpenRouter: USD); any other server's reported cost is kept in
+--   reported_cost only, and the request is priced from the tables like any other. So every
+--   cost_total has a currency, and "priced" is `cost_total IS NOT NULL` in every view.
 --   Buckets: uncached input at the miss price, cache read at the hit price, 5m writes
 --   (cache_write - cache_write_1h; or the provider's single write price), 1h writes, output.
 --   A long-context tier is chosen from the whole prompt of each sampling pass (the largest,
@@ -211,11 +214,29 @@ computed AS (
             WHEN cache_write_tokens IS NOT NULL AND c_w5m IS NULL THEN 'no_price_for_cache_write_5m'
             WHEN cache_write_tokens IS NOT NULL AND c_w1h IS NULL THEN 'no_price_for_cache_write_1h'
             WHEN c_out IS NULL THEN 'no_price_for_output'
-        END                                                             AS unpriced_reason,
-        -- OpenRouter reports usage.cost in USD (schemas/requests.json, reported_cost).
-        CASE WHEN reported_cost IS NULL THEN price_currency
-             WHEN provider = 'openrouter' THEN 'USD' END                AS currency
+        END                                                             AS computed_unpriced_reason,
+        -- OpenRouter reports usage.cost in USD (schemas/requests.json, reported_cost). Another
+        -- server's usage.cost (a LiteLLM-style gateway) has no known currency: not used here.
+        CASE WHEN reported_cost IS NOT NULL AND provider = 'openrouter' THEN 'USD' END
+                                                                        AS reported_currency
     FROM buckets
+),
+
+-- The one cost of the request: the reported one where its currency is known, else ours.
+totals AS (
+    SELECT
+        *,
+        -- Unpriced although the provider reported a cost: say so, it is why the reported
+        -- number is not the total (and the tables could not price the request either).
+        CASE WHEN reported_currency IS NULL AND reported_cost IS NOT NULL
+                  AND cost_computed IS NULL THEN 'reported_cost_currency_unknown'
+             ELSE computed_unpriced_reason END                          AS unpriced_reason,
+        coalesce(reported_currency, price_currency)                     AS currency,
+        CASE WHEN reported_currency IS NOT NULL THEN reported_cost
+             ELSE cost_computed END                                     AS cost_total,
+        CASE WHEN reported_currency IS NOT NULL THEN 'reported'
+             WHEN cost_computed IS NOT NULL THEN 'computed' END         AS cost_source
+    FROM computed
 ),
 
 -- Ideal: every token expected_cache says was reusable is read from the cache. The extra reads
@@ -230,7 +251,7 @@ ideal_tokens AS (
         CASE WHEN e.expected_read_tokens IS NOT NULL
              THEN least(greatest(e.expected_read_tokens, 0), c.input_tokens)
                   - c.cache_read_tokens END                             AS delta
-    FROM computed AS c
+    FROM totals AS c
     LEFT JOIN expected_cache AS e
         ON e.request_id = c.request_id
 ),
@@ -305,19 +326,16 @@ final AS (
         i.c_out                                                         AS cost_output,
         i.cost_computed,
         i.reported_cost,
-        coalesce(i.reported_cost, i.cost_computed)                      AS cost_total,
-        CASE WHEN i.reported_cost IS NOT NULL THEN 'reported'
-             WHEN i.cost_computed IS NOT NULL THEN 'computed' END       AS cost_source,
+        i.cost_total,
+        i.cost_source,
         i.unpriced_reason,
         CASE WHEN i.currency = i.price_currency
              THEN i.cost_no_cache_computed END                          AS cost_without_cache,
         CASE WHEN i.currency = i.price_currency
-             THEN i.cost_no_cache_computed - coalesce(i.reported_cost, i.cost_computed)
-        END                                                             AS savings,
+             THEN i.cost_no_cache_computed - i.cost_total END           AS savings,
         i.expected_read_tokens,
         CASE WHEN i.currency = i.price_currency AND i.cost_computed IS NOT NULL
-             THEN coalesce(i.reported_cost, i.cost_computed) - i.left_raw
-        END                                                             AS cost_if_ideal,
+             THEN i.cost_total - i.left_raw END                         AS cost_if_ideal,
         CASE WHEN i.currency = i.price_currency AND i.cost_computed IS NOT NULL
              THEN i.left_raw END                                        AS left_on_table,
         d.price_digest

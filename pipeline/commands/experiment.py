@@ -69,7 +69,11 @@ def run(
     --model deepseek-v4-flash --document doc.txt
 
     Example (the local simulator, `cacheaudit simulate serve`): cacheaudit experiment run
-    --base-url http://127.0.0.1:8787 --model deepseek-v4-flash --document doc.txt --wait 1
+    --base-url http://127.0.0.1:8787 --model deepseek-v4-flash --document doc.txt --wait 3
+
+    (--wait must be longer than the simulator's --build-delay, 2 s by default: a cache entry
+    can be hit only that long after the request that made it, so a shorter wait reads 0 on
+    every step.)
     """
     from pipeline.experiment import (
         KEY_ENVS,

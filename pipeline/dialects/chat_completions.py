@@ -10,7 +10,10 @@ Usage (rulebook: shared/reference/provider-usage.md sections 1, 2, 6):
 - cache write: `prompt_tokens_details.cache_write_tokens` (OpenAI 2026, OpenRouter) or
   DashScope `cache_creation_input_tokens`; absent -> unknown (DeepSeek never reports writes).
 - output = completion_tokens (reasoning included); reasoning = completion_tokens_details.
-- reported cost: OpenRouter `usage.cost`.
+- reported cost: `usage.cost` from any server that sends it (OpenRouter; LiteLLM-style gateways),
+  kept as reported. Only OpenRouter's has a known currency (USD), so request_costs uses only
+  OpenRouter's as the cost; another server's stays in `reported_cost` and the request is priced
+  from the price tables (unpriced_reason reported_cost_currency_unknown when they cannot).
 
 Streams: usage is the LAST non-null `usage` (OpenAI: a `choices: []` chunk; DeepSeek/Zhipu: the
 finish chunk that still has choices[0]); `usage: null` on earlier chunks is ignored, and so is an
@@ -85,7 +88,13 @@ USAGE_MAP = DialectMap(
         "cache_write_1h_tokens": never("No TTL split in this dialect"),
         "output_tokens": first(src("completion_tokens"), note="Includes reasoning."),
         "reasoning_tokens": first(src("completion_tokens_details.reasoning_tokens")),
-        "reported_cost": first(src("cost"), note="OpenRouter only", real=True),
+        "reported_cost": first(
+            src("cost"),
+            note="Any server that sends it, as reported. Its currency is known only for "
+            "OpenRouter (USD), so request_costs uses only OpenRouter's as the cost; another "
+            "server's (a gateway) is priced from the tables instead",
+            real=True,
+        ),
     },
     notes=(
         "DeepSeek: prompt_tokens = prompt_cache_hit_tokens + prompt_cache_miss_tokens, so "
