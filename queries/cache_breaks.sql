@@ -4,13 +4,14 @@
 --   first of: cold_start (first turn of a conversation: nothing earlier to reuse), expired (same
 --   model as the parent; the gap since the parent is longer than the lifetime the parent gave the
 --   first entry lost and no other request kept the prefix alive), model_changed (provider or
---   model differs from the parent's), tools_changed, system_changed (system prompt or output
---   schema), history_rewritten (an earlier message edited, dropped or summarised) -- these three
---   by the first segment that differs from the parent's prompt --, below_minimum (the live prefix
---   is shorter than the rule's minimum), and provider_miss (the rules allowed a read; the
---   reported read is under half of it and at least 256 tokens short). For a changed segment:
---   the byte offset of the first difference inside it, a class of the changed text, and a short
---   redacted excerpt (schemas/cache_breaks.json).
+--   model differs from the parent's; the model that served it, request_prefix.model, so a
+--   refused request named by its alias is no switch), tools_changed, system_changed (system
+--   prompt or output schema), history_rewritten (an earlier message edited, dropped or
+--   summarised) -- these three by the first segment that differs from the parent's prompt --,
+--   below_minimum (the live prefix is shorter than the rule's minimum), and provider_miss (the
+--   rules allowed a read; the reported read is under half of it and at least 256 tokens short).
+--   For a changed segment: the byte offset of the first difference inside it, a class of the
+--   changed text, and a short redacted excerpt (schemas/cache_breaks.json).
 --   expired, model_changed and the three changes need a reusable prefix: none is named when the
 --   parent's rule would have served nothing of its prompt (under the minimum, an Anthropic
 --   prompt without cache_control; caching-rules.md A7 step 4), and their loss is capped at what

@@ -18,7 +18,10 @@
 --      same tool set (or none on either side) and be within the parent's cache lifetime.
 --   3. Else a retry: the latest earlier identical request (same model, system prompt, tools
 --      and history) within the cache lifetime of the rule (its lookback where no lifetime is
---      published), e.g. after an error.
+--      published), e.g. after an error. The model is the one that served the request
+--      (request_prefix.model): a refused request, whose error body names no model, has the
+--      model its name was answered with, so a 429 on gpt-4.1 and its retry answered as
+--      gpt-4.1-2025-04-14 are the same request.
 --   4. Else the prefix: the earlier request it shares the longest prefix with, when that
 --      prefix reaches into the history (an edited or summarised history, or a fork: the same
 --      history with another last message, as parallel requests send).

@@ -4,11 +4,14 @@
 --   would allow given the prefix still alive in its cache scope, next to the reported read, and
 --   the gap (schemas/expected_cache.json). Token counts of a prefix are ESTIMATES: the request's
 --   reported input tokens are given to its segments in proportion to their bytes, so a prefix
---   is only measured at segment boundaries. NULL = unknown (no input tokens, or no rule).
+--   is only measured at segment boundaries. NULL = unknown (no input tokens, or no rule). A
+--   request naming a Gemini explicit cache (cachedContent, request_prefix.explicit_cache) reads
+--   a cache made outside the captured traffic, whose size the request does not show, so what it
+--   can read is unknown too (caching-rules.md A6: an explicit cache is a guaranteed hit).
 WITH joined AS (
     SELECT
         p.request_id, p.started_at, p.provider, p.model, p.account, p.prompt_bytes,
-        p.live_bytes, p.unit_bytes, p.breakpoint_bytes, p.marked_bytes,
+        p.live_bytes, p.unit_bytes, p.breakpoint_bytes, p.marked_bytes, p.explicit_cache,
         r.input_tokens, r.cache_read_tokens,
         m.rule_id, m.unit_model, m.min_tokens, coalesce(m.granularity_tokens, 1) AS granularity,
         coalesce(
@@ -75,6 +78,7 @@ final AS (
         reusable_tokens_est,
         cacheable_tokens_est,
         CASE
+            WHEN explicit_cache THEN NULL
             WHEN unit_model = 'none' THEN 0
             WHEN reusable_tokens_est IS NULL THEN NULL
             WHEN reusable_tokens_est < coalesce(min_tokens, 0) THEN 0
@@ -82,6 +86,7 @@ final AS (
         END::BIGINT                                                     AS expected_read_tokens,
         cache_read_tokens,
         (CASE
+            WHEN explicit_cache THEN NULL
             WHEN unit_model = 'none' THEN 0
             WHEN reusable_tokens_est IS NULL THEN NULL
             WHEN reusable_tokens_est < coalesce(min_tokens, 0) THEN 0

@@ -13,6 +13,13 @@
 --   entry becomes available only once the first response begins", A7 step 3 "Count a request
 --   as available only once its first token has arrived". So parallel requests sent before an
 --   earlier one's first byte cannot read it.
+--   The cache scope is (provider, model, account), where the model is the one that served the
+--   request: a request whose model is only the name it asked for (the response named none, as
+--   a refused request's error body names none) takes the model the provider answered that name
+--   with in the same account and provider, the latest earlier answer, else the next. OpenAI and
+--   Anthropic answer an alias (gpt-4.1) with a snapshot (gpt-4.1-2025-04-14): a 429 is not a
+--   switch to another model. The cache rule is still the one of the request's own model
+--   (cache_rule_match is keyed by requests.model).
 --   Hashes here are 63-bit fingerprints used only to compare requests
 --   (schemas/request_prefix.json).
 --   Cost notes (bench/views.py): the window sort is the one expensive step, so it carries only
@@ -22,6 +29,34 @@
 --   request instead of widening that sort.
 WITH rules AS (
     SELECT * FROM cache_rule_match
+),
+
+-- the model that served each request (see the header). `answer` is a model the response
+-- named, different from the name requested; a request without one takes the latest earlier
+-- answer to the same name in its account and provider, else the next one
+answers AS (
+    SELECT
+        request_id, provider, account, requested_model, started_at, model,
+        CASE WHEN model IS DISTINCT FROM requested_model THEN model END  AS answer
+    FROM requests
+),
+
+served AS (
+    SELECT
+        request_id,
+        CASE WHEN requested_model IS NOT NULL AND answer IS NULL
+             THEN coalesce(
+                 last_value(answer IGNORE NULLS) OVER (
+                     PARTITION BY account, provider, requested_model
+                     ORDER BY started_at, request_id
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                 first_value(answer IGNORE NULLS) OVER (
+                     PARTITION BY account, provider, requested_model
+                     ORDER BY started_at, request_id
+                     ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING),
+                 model)
+             ELSE model END                                             AS served_model
+    FROM answers
 ),
 
 req AS (
@@ -37,8 +72,8 @@ req AS (
         -- when its cache entry became available: the first response byte (A5, A7 step 3)
         greatest(coalesce(r.ttfb_ms, r.duration_ms, 0), 0)              AS available_after_ms,
         -- the cache scope as one number, hashed once per request rather than per segment
-        hash(r.provider, r.model, r.account)                            AS scope_key,
-        r.provider, r.model, r.account, r.segment_count, r.prompt_bytes,
+        hash(r.provider, v.served_model, r.account)                     AS scope_key,
+        r.provider, v.served_model AS model, r.account, r.segment_count, r.prompt_bytes,
         r.cache_breakpoints,
         coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
         -- NULL = the entry does not expire. A rule with no published lifetime (Gemini implicit,
@@ -68,6 +103,7 @@ req AS (
         coalesce(m.breakpoint_lookback, 20)                             AS breakpoint_lookback,
         list_max(r.cache_breakpoints)                                   AS last_breakpoint
     FROM requests AS r
+    JOIN served AS v USING (request_id)
     LEFT JOIN rules AS m
       ON m.provider IS NOT DISTINCT FROM r.provider
      AND m.model IS NOT DISTINCT FROM r.model
@@ -230,6 +266,8 @@ per_request AS (
         bit_xor(hash(xor(hash(f.segment_hash), f.position::UBIGINT))) FILTER (WHERE f.kind_code IN (1, 2, 4))
                                                                         AS system_hash,
         sum(f.bytes) FILTER (WHERE f.kind_code = 0)                     AS tools_bytes,
+        -- a Gemini explicit cache (cachedContent): made outside the captured traffic
+        bool_or(f.kind_code = 4)                                        AS explicit_cache,
         bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
             FILTER (WHERE f.position >= a.history_start)                AS history_hash,
         bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
@@ -281,7 +319,8 @@ final AS (
         (b.tools_hash >> 1)::BIGINT                                     AS tools_hash,
         (b.tools_set_hash >> 1)::BIGINT                                 AS tools_set_hash,
         (b.system_hash >> 1)::BIGINT                                    AS system_hash,
-        coalesce(b.tools_bytes, 0)::BIGINT                              AS tools_bytes
+        coalesce(b.tools_bytes, 0)::BIGINT                              AS tools_bytes,
+        b.explicit_cache                                                AS explicit_cache
     FROM req AS q
     LEFT JOIN positions AS p USING (rid_ord)
     LEFT JOIN per_request AS b USING (rid_ord)
