@@ -15,37 +15,21 @@ Needs Java and pyspark; skipped with the reason otherwise.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import math
-import os
-import shutil
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+from test_spark_support import skip_module_without_spark
 
 from pipeline import sql as sqlmod
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest as local_ingest
 from pipeline.warehouse import TABLES, Warehouse
 
-
-def _why_no_spark() -> str | None:
-    if importlib.util.find_spec("pyspark") is None:
-        return 'pyspark is not installed (pip install -e ".[spark]")'
-    java_home = os.environ.get("JAVA_HOME")
-    if not (java_home and Path(java_home, "bin", "java").exists()) and not shutil.which("java"):
-        return "no Java runtime (apt-get install -y openjdk-17-jre-headless)"
-    return None
-
-
-_SKIP = _why_no_spark()
-if _SKIP:
-    warnings.warn(f"Spark conformance tests skipped: {_SKIP}", stacklevel=1)
-    pytest.skip(_SKIP, allow_module_level=True)
+skip_module_without_spark("Spark conformance tests")
 
 pytestmark = pytest.mark.spark
 

@@ -7,34 +7,18 @@ Needs Java and pyspark; skipped with the reason otherwise (as tests/test_spark_c
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_ingest_support import capture_record, har_document, har_entry, line, run, table
+from test_spark_support import skip_module_without_spark
 
 from pipeline.ingest import CHUNK_BYTES, TAIL_SPLIT
 from pipeline.warehouse import Warehouse
 
-
-def _why_no_spark() -> str | None:
-    if importlib.util.find_spec("pyspark") is None:
-        return 'pyspark is not installed (pip install -e ".[spark]")'
-    java_home = os.environ.get("JAVA_HOME")
-    if not (java_home and Path(java_home, "bin", "java").exists()) and not shutil.which("java"):
-        return "no Java runtime (apt-get install -y openjdk-17-jre-headless)"
-    return None
-
-
-_SKIP = _why_no_spark()
-if _SKIP:
-    warnings.warn(f"Spark fallback id tests skipped: {_SKIP}", stacklevel=1)
-    pytest.skip(_SKIP, allow_module_level=True)
+skip_module_without_spark("Spark fallback id tests")
 
 pytestmark = pytest.mark.spark
 
