@@ -2,13 +2,11 @@
 one JSON document `{"resourceSpans": [...]}` per line (optionally gzip/zstd compressed).
 
 Every span becomes an `Exchange` with `span` set (attributes flattened to Python values);
-`pipeline.otel.normalise_span` turns LLM-call spans (GenAI / OpenLLMetry attributes, or
-OpenInference kind LLM) into rows and skips the others (HTTP, DB spans of the same trace,
-OpenInference CHAIN / TOOL / AGENT ... spans). `index` is line number (1-based) x 1,000,000 +
-the span's 0-based position within its line (`span_index`), so a large file is split at line
-boundaries and read by every core like a capture JSONL; a line that is not valid JSON is one
-reject at its line's first index. Lines are read one at a time, so memory stays bounded
-whatever the file size.
+`pipeline.otel.normalise_span` turns GenAI spans into rows and skips the others (HTTP, DB
+spans of the same trace). `index` is line number (1-based) x 1,000,000 + the span's 0-based
+position within its line (`span_index`), so a large file is split at line boundaries and read by
+every core like a capture JSONL; a line that is not valid JSON is one reject at its line's first
+index. Lines are read one at a time, so memory stays bounded whatever the file size.
 
 OTLP/JSON details handled: int64 values (`intValue`, `*UnixNano`) may be strings or numbers;
 span status code may be the enum number (2 = ERROR) or its name; `scopeSpans` was called
@@ -121,16 +119,7 @@ def span_to_exchange(
     code, message = _status(span)
     host = attrs.get("server.address")
     if not isinstance(host, str) or not host:
-        # The span's provider name instead (GenAI; OpenInference llm.provider / llm.system;
-        # OpenLLMetry's oldest llm.vendor), as `pipeline.otel` reads it.
-        names = (
-            "gen_ai.provider.name",
-            "gen_ai.system",
-            "llm.provider",
-            "llm.system",
-            "llm.vendor",
-        )
-        host = next((attrs[n] for n in names if isinstance(attrs.get(n), str) and attrs[n]), "otel")
+        host = attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "otel"
     port = attrs.get("server.port")
     netloc = f"{host}:{port}" if isinstance(port, int) else str(host)
     operation = attrs.get("gen_ai.operation.name") or span.get("name") or ""
