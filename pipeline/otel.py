@@ -80,6 +80,12 @@ USAGE_MAP = DialectMap(
         "integer after 2000 (negative, a bool, a fraction, milliseconds) is a reject; "
         "started_at is that time truncated to "
         "the microsecond, like the times of capture JSONL and HAR.",
+        "Skipped (counted as skipped, not rows): spans without GenAI attributes, and GenAI "
+        "spans that are not one model call (`gen_ai.operation.name` invoke_agent, "
+        "create_agent, invoke_workflow, execute_tool): an agent span sums the chat spans under "
+        "it. OpenInference (`llm.token_count.*`) and OpenLLMetry `llm.usage.*` spans are "
+        "skipped too: instrumentations nest them around the GenAI span of the same call, and "
+        "counting both would count the call twice.",
     ),
 )
 
@@ -193,7 +199,15 @@ def _stream(attrs: dict[str, Any]) -> bool | None:
     return None
 
 
+# GenAI operations that are not one model call: an agent or workflow span sums the usage of
+# the chat spans under it, a tool span calls no model. Counting them would count those calls
+# twice (gen_ai.operation.name values of the GenAI conventions).
+_NOT_MODEL_CALLS = frozenset({"invoke_agent", "create_agent", "invoke_workflow", "execute_tool"})
+
+
 def _is_genai(attrs: dict[str, Any]) -> bool:
+    if attrs.get("gen_ai.operation.name") in _NOT_MODEL_CALLS:
+        return False
     return any(
         key in attrs
         for key in (

@@ -265,3 +265,18 @@ def test_a_pretty_printed_otlp_export_is_refused_with_a_hint_that_names_otlp(
     out = cli("ingest", str(path), "-w", str(tmp_path / "wh"))
     assert out.returncode == 3
     assert "format not recognised" in out.stderr and "resourceSpans" in out.stderr
+
+
+def test_an_agent_span_is_skipped_so_the_chat_spans_under_it_are_counted_once(
+    tmp_path: Path,
+) -> None:
+    # an invoke_agent span carries the summed usage of its chat spans (GenAI conventions)
+    usage = {"gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o"}
+    chat = _span_row(
+        tmp_path, {**usage, "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 100}
+    )
+    assert isinstance(chat, dict) and chat["input_tokens"] == 100
+    for operation in ("invoke_agent", "invoke_workflow", "execute_tool", "create_agent"):
+        attrs = {**usage, "gen_ai.operation.name": operation, "gen_ai.usage.input_tokens": 300}
+        with pytest.raises(Skip):
+            _span_row(tmp_path, attrs)
