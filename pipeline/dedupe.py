@@ -97,13 +97,46 @@ def _request_ids(parts: list[Path]) -> pa.ChunkedArray:
 
 def _any_repeated(new: list[Path], old: list[Path]) -> bool:
     """Whether an id of the new parts repeats among them or is in an old part, or is a derived
-    id past a first occurrence (a file with repeated content: its numbering is checked)."""
+    id past a first occurrence (a file with repeated content: its numbering is checked), or
+    has the content of a derived id in an old part (whatever that one's number: see
+    `_as_occurrences`)."""
     ids = _request_ids(new)
     if pc.count_distinct(ids).as_py() < len(ids):
         return True
     if pc.any(pc.match_substring_regex(ids, _LATER_OCCURRENCE)).as_py() is True:
         return True
-    return bool(old) and pc.any(pc.is_in(ids, value_set=_request_ids(old))).as_py() is True
+    if not old:
+        return False
+    old_ids = _request_ids(old)
+    if pc.any(pc.is_in(ids, value_set=old_ids)).as_py() is True:
+        return True
+    return pc.any(pc.is_in(_derived_bases(ids), value_set=_derived_bases(old_ids))).as_py() is True
+
+
+def _derived_bases(ids: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The content part (`x<hash>`) of the derived ids among `ids`."""
+    derived = ids.filter(pc.match_substring_regex(ids, FALLBACK_ID))
+    return pc.replace_substring_regex(derived, _OCCURRENCE.pattern, "")
+
+
+def _as_occurrences(old: pl.DataFrame) -> pl.DataFrame:
+    """Old rows with each derived id numbered as the n-th old row of that content (in the order
+    of their numbers). Before the ids counted identical exchanges, they ended in the entry's
+    position in its file (`x<hash>:17`): read this way, such a row still matches the first copy
+    of its content in a new file. Rows numbered the current way keep their ids."""
+    import polars as pl
+
+    rid = pl.col("request_id")
+    derived = rid.str.contains(FALLBACK_ID)
+    number = rid.str.extract(r":([0-9]+)$").cast(pl.Int64)
+    base = rid.str.replace(_OCCURRENCE.pattern, "")
+    occurrence = number.rank("ordinal").over(derived, base) - 1
+    return old.with_columns(
+        pl.when(derived)
+        .then(base + ":" + occurrence.cast(pl.String))
+        .otherwise(rid)
+        .alias("request_id")
+    )
 
 
 def _ids(part: Path, rank: int) -> pl.DataFrame:
@@ -157,7 +190,7 @@ def _plan(
     fresh, renames = _numbered(pl.concat([_ids(p, rank[p.name.split("-", 1)[0]]) for p in new]))
     if old:
         # Only ids of the new rows can collide: read the old ones, keep those that match.
-        seen = pl.concat([_ids(p, OLD) for p in old]).join(
+        seen = _as_occurrences(pl.concat([_ids(p, OLD) for p in old])).join(
             fresh.select("request_id").unique(), on="request_id", how="semi"
         )
         rows = pl.concat([seen, fresh])

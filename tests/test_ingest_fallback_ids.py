@@ -104,3 +104,39 @@ def test_records_that_carry_an_id_keep_it(tmp_path: Path) -> None:
     run([capture], tmp_path / "wh")
     ids = sorted(r["request_id"] for r in table(tmp_path / "wh", "requests"))
     assert ids[0] == "req-1" and ids[1].startswith("x") and ids[1].endswith(":0")
+
+
+def _as_written_before_occurrence_ids(wh: Path) -> None:
+    """Rewrite a warehouse's derived ids the way cacheaudit wrote them before they counted
+    identical exchanges: x<hash>:<the entry's position in its file>."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.warehouse import Warehouse
+
+    positions = {r["request_id"]: r["source_index"] for r in table(wh, "requests")}
+    old = {rid: rid.rsplit(":", 1)[0] + f":{positions[rid]}" for rid in positions}
+    for name in ("requests", "segments"):
+        for path in Warehouse(wh).files(name):
+            t = pq.read_table(path)
+            i = t.schema.get_field_index("request_id")
+            ids = [old[v] for v in t.column(i).to_pylist()]
+            pq.write_table(t.set_column(i, t.schema.field(i), pa.array(ids, pa.string())), path)
+
+
+def test_a_warehouse_with_the_older_position_ids_still_recognises_copies_and_overlaps(
+    tmp_path: Path,
+) -> None:
+    wh = tmp_path / "wh"
+    first = _har(tmp_path / "export1.har", list(range(0, 6)))
+    run([first], wh)
+    _as_written_before_occurrence_ids(wh)
+    assert sorted(r["request_id"].rsplit(":", 1)[1] for r in table(wh, "requests")) == [
+        str(i) for i in range(6)
+    ]
+    copy = tmp_path / "copy.har"
+    copy.write_bytes(first.read_bytes() + b"\n")  # other bytes, the same exchanges
+    overlap = _har(tmp_path / "export2.har", list(range(3, 10)))
+    result = run([copy, overlap], wh)
+    assert [(f.accepted, f.duplicates) for f in result.files] == [(0, 6), (4, 3)]
+    assert sorted(_by_turn(wh).values()) == list(range(10))
