@@ -14,11 +14,13 @@
 --   as available only once its first token has arrived". So parallel requests sent before an
 --   earlier one's first byte cannot read it.
 --   The cache scope is (provider, model, account), where the model is the one that served the
---   request: a request whose model is only the name it asked for (the response named none, as
---   a refused request's error body names none) takes the model the provider answered that name
---   with in the same account and provider, the latest earlier answer, else the next. OpenAI and
---   Anthropic answer an alias (gpt-4.1) with a snapshot (gpt-4.1-2025-04-14): a 429 is not a
---   switch to another model. The cache rule is still the one of the request's own model
+--   request. A refused request (its error body names no model, so its model is the name it
+--   asked for) takes the model a processed request of the same name was answered with, in the
+--   same account and provider: the latest earlier one, else the next. OpenAI and Anthropic
+--   answer an alias (gpt-4.1) with a snapshot (gpt-4.1-2025-04-14): a 429 is not a switch to
+--   another model. A processed request keeps the model its response named, even the requested
+--   name (an OpenRouter fallback answers one request with another model, the next with the
+--   one asked for). The cache rule is still the one of the request's own model
 --   (cache_rule_match is keyed by requests.model).
 --   Hashes here are 63-bit fingerprints used only to compare requests
 --   (schemas/request_prefix.json).
@@ -31,20 +33,26 @@ WITH rules AS (
     SELECT * FROM cache_rule_match
 ),
 
--- the model that served each request (see the header). `answer` is a model the response
--- named, different from the name requested; a request without one takes the latest earlier
--- answer to the same name in its account and provider, else the next one
-answers AS (
+-- the model that served each request (see the header). `answer` is the model of a processed
+-- request (as writes_cache below); a refused one takes the latest earlier answer to the same
+-- name in its account and provider, else the next one
+processed AS (
     SELECT
         request_id, provider, account, requested_model, started_at, model,
-        CASE WHEN model IS DISTINCT FROM requested_model THEN model END  AS answer
+        coalesce(CASE WHEN status_code IS NOT NULL THEN status_code BETWEEN 200 AND 299
+                      ELSE outcome = 'ok' END, false)                   AS answered
     FROM requests
+),
+
+answers AS (
+    SELECT *, CASE WHEN answered THEN model END                        AS answer
+    FROM processed
 ),
 
 served AS (
     SELECT
         request_id,
-        CASE WHEN requested_model IS NOT NULL AND answer IS NULL
+        CASE WHEN requested_model IS NOT NULL AND NOT answered
              THEN coalesce(
                  last_value(answer IGNORE NULLS) OVER (
                      PARTITION BY account, provider, requested_model

@@ -217,3 +217,30 @@ def test_an_answer_to_the_same_name_that_changed_over_time_names_the_latest_earl
         "m-4": "gpt-4.1-2026-01-01",
         "m-5": "gpt-4.1-2026-01-01",
     }
+
+
+def test_an_answered_request_keeps_the_model_its_response_named_even_the_one_it_asked_for(
+    tmp_path,
+) -> None:
+    # an OpenRouter fallback answers one request with another model and the next with the one
+    # asked for: that one stays in the requested model's scope, and a refusal after it takes
+    # the latest answer (the name itself), not the fallback's
+    claude = "anthropic/claude-4.6-sonnet-20260217"
+    capture = tmp_path / "capture.jsonl"
+    capture.write_bytes(
+        b"".join(
+            [
+                _exchange(_at(0), "o-1", 1, answered=claude, requested="openai/gpt-4o"),
+                _exchange(_at(30), "o-2", 1, answered="openai/gpt-4o", requested="openai/gpt-4o"),
+                _exchange(_at(60), "o-3", 1, answered=None, requested="openai/gpt-4o"),
+            ]
+        )
+    )
+    warehouse = Warehouse(tmp_path / "wh")
+    ingest([capture], warehouse, workers=1)
+    prefix = _rows(warehouse, "request_prefix", "SELECT request_id, model FROM request_prefix")
+    assert {k: v["model"] for k, v in prefix.items()} == {
+        "o-1": claude,
+        "o-2": "openai/gpt-4o",
+        "o-3": "openai/gpt-4o",
+    }
