@@ -338,6 +338,13 @@ class BuildResult:
     seconds: float
 
 
+def all_fresh(wh: Warehouse, order: Iterable[str], options: SqlOptions) -> bool:
+    """Whether every view of `order` is stored and current. Then a build has nothing to write
+    and takes no lock (which needs a writable warehouse, and waits for an ingest)."""
+    state = warehouse_state(wh)
+    return all(_stored_stamp(wh, n) == view_stamp(wh, n, options, state=state) for n in order)
+
+
 def build(
     wh: Warehouse,
     *,
@@ -356,11 +363,8 @@ def build(
     order = [n for n in creation_order(queries) if n in targets and n in MATERIALISED]
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
-    if not force:
-        # Nothing to write: no lock (which needs a writable warehouse, and waits for an ingest).
-        state = warehouse_state(wh)
-        if all(_stored_stamp(wh, n) == view_stamp(wh, n, options, state=state) for n in order):
-            return [BuildResult(name, False, -1, 0.0) for name in order]
+    if not force and all_fresh(wh, order, options):
+        return [BuildResult(name, False, -1, 0.0) for name in order]
     out_dir = wh.root / DERIVED_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
 

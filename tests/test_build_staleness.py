@@ -170,3 +170,22 @@ def test_a_build_with_every_view_up_to_date_takes_no_lock(
 
     monkeypatch.setattr(Warehouse, "lock", no_lock)  # as on a read-only mount
     assert not any(r.rebuilt for r in sql.build(wh))
+
+
+def test_a_spark_build_with_every_view_up_to_date_starts_no_session_and_takes_no_lock(
+    inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.engines import spark_session, spark_sql
+
+    wh = _copy_of_built(inputs, tmp_path)
+
+    def no_lock(self: Warehouse, **kwargs: object) -> None:
+        raise PermissionError(f"cannot use {self.root}/.ingest.lock: Read-only file system")
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Spark session was started with nothing to build")
+
+    monkeypatch.setattr(Warehouse, "lock", no_lock)  # as on a read-only mount
+    monkeypatch.setattr(spark_session, "get_session", no_session)
+    assert not any(r.rebuilt for r in spark_sql.build_on("local[1]", wh))
+    assert not any(r.rebuilt for r in spark_sql.build_derived(None, wh))
