@@ -288,3 +288,14 @@ def test_an_otlp_file_starting_with_a_byte_order_mark_keeps_the_spans_of_its_fir
         plain.accepted,
         plain.rejected,
     )
+
+
+def test_the_spark_engine_refuses_a_pipe_before_it_makes_a_warehouse(tmp_path: Path) -> None:
+    from pipeline.engines import spark_ingest
+
+    fifo = tmp_path / "stream.jsonl"
+    os.mkfifo(fifo)
+    wh = tmp_path / "wh"
+    with pytest.raises(InputError, match="is not a regular file"):
+        spark_ingest.ingest(None, [fifo], Warehouse(wh))  # refused before any Spark work
+    assert not wh.exists()

@@ -39,7 +39,7 @@ from pipeline.ingest import (
     warn_unmatched_rules,
     write_manifests,
 )
-from pipeline.sources import compression_of, detect_format
+from pipeline.sources import compression_of, detect_format, refuse_streams
 from pipeline.warehouse import Warehouse
 
 Counts = tuple[int, int, int, int]
@@ -131,6 +131,7 @@ def ingest(
     count), the same warehouse, the same result."""
     if not paths:
         raise InputError("no input files", hint="cacheaudit ingest CAPTURE.jsonl [MORE ...]")
+    refuse_streams(paths)  # before the lock, which creates the warehouse, as the local engine
     if providers_file is not None:
         providers.load_user_rules(providers_file)  # fail fast on a bad map, before any work
     options = Options(keep_content, str(providers_file) if providers_file else None)

@@ -204,21 +204,26 @@ def _later_format(path: Path) -> str | None:
     return None
 
 
+def refuse_streams(paths: list[Path]) -> None:
+    """A pipe (`/dev/stdin`, `<(zcat ...)`) or a device is refused: ingest hashes a file, then
+    reads it again (several workers at once); a stream would be consumed by the first look."""
+    for path in paths:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            raise InputError(
+                f"{path} is not a regular file (a pipe or a device): ingest needs a file it can"
+                " read more than once",
+                hint="write the stream to a file first (`... > capture.jsonl`) and ingest that;"
+                " .gz and .zst files are read as they are",
+            )
+
+
 def detect_format(path: Path) -> str:
     """capture_jsonl, har or otlp_json, from the first bytes of content (not the extension)."""
     if not path.exists():
         raise InputError(f"{path} does not exist")
     if path.is_dir():
         raise InputError(f"{path} is a directory", hint="pass the files, or a glob")
-    if not path.is_file():
-        # A pipe (`/dev/stdin`, `<(zcat ...)`) or a device: ingest hashes a file, then reads it
-        # again (several workers at once); a stream would be consumed by the first look.
-        raise InputError(
-            f"{path} is not a regular file (a pipe or a device): ingest needs a file it can"
-            " read more than once",
-            hint="write the stream to a file first (`... > capture.jsonl`) and ingest that;"
-            " .gz and .zst files are read as they are",
-        )
+    refuse_streams([path])
     try:
         with open_binary(path) as fh:
             head = fh.read(HEAD_BYTES)
