@@ -9,6 +9,8 @@ only reads `derived/`.
 from __future__ import annotations
 
 import csv
+import errno
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +68,9 @@ class Turn:
     excerpt: str | None
 
 
+_CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC})
+
+
 def build_views(
     wh: Warehouse, options: sql.SqlOptions | None = None, *, force: bool = False
 ) -> list[str]:
@@ -86,7 +91,17 @@ def timeline(
     `worst` conversations by tokens lost to cache breaks."""
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
-    build_views(wh, options)
+    try:
+        build_views(wh, options)
+    except OSError as exc:
+        if exc.errno not in _CANNOT_WRITE:
+            raise
+        # a read-only mount, or a full disk: the views are computed in memory instead (slower)
+        print(
+            f"warning: cannot store the prefix views in {wh.root} ({exc.strerror});"
+            " computing them in memory",
+            file=sys.stderr,
+        )
     con = sql.connect(wh, options=options, only=TIMELINE_VIEWS)
     chosen = list(conversations)
     wanted_requests = list(requests)

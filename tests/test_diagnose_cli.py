@@ -94,3 +94,24 @@ def test_diagnose_prints_the_worst_conversation_first_and_given_ones_in_the_orde
     out = cli("diagnose", "-w", str(wh), *[a for n in given for a in ("-c", n)])
     shown = [x.split()[1] for x in out.stdout.splitlines() if x.startswith("conversation ")]
     assert shown == given
+
+
+def test_diagnose_on_a_read_only_warehouse_computes_the_views_in_memory_and_says_so(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    import errno
+
+    from pipeline import diagnose, sql
+    from pipeline.ingest import ingest
+    from pipeline.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    ingest([BREAKS / "system_changed.jsonl"], wh, workers=1)
+
+    def read_only(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(wh.root / "derived"))
+
+    monkeypatch.setattr(sql, "build", read_only)  # as on a read-only mount, views not stored
+    turns = diagnose.timeline(wh, requests=["sys-2"])
+    assert any(t.request_id == "sys-2" and t.cause == "system_changed" for t in turns)
+    assert "computing them in memory" in capsys.readouterr().err
