@@ -338,11 +338,25 @@ class BuildResult:
     seconds: float
 
 
-def all_fresh(wh: Warehouse, order: Iterable[str], options: SqlOptions) -> bool:
-    """Whether every view of `order` is stored and current. Then a build has nothing to write
-    and takes no lock (which needs a writable warehouse, and waits for an ingest)."""
+def materialised_order(names: Iterable[str] | None, queries: dict[str, Query]) -> list[str]:
+    """The stored views a build of `names` (default: all of MATERIALISED) writes, with those
+    they read, in creation order."""
+    targets = needed(names if names is not None else MATERIALISED, queries)
+    return [n for n in creation_order(queries) if n in targets and n in MATERIALISED]
+
+
+def nothing_to_build(
+    wh: Warehouse, order: list[str], options: SqlOptions, force: bool
+) -> list[BuildResult] | None:
+    """Every view of `order` reported as reused when each is stored and current (and the build
+    is not forced), else None. Then a build, on any engine, writes nothing and takes no lock
+    (which needs a writable warehouse, and waits for an ingest)."""
+    if force or not wh.exists():
+        return None
     state = warehouse_state(wh)
-    return all(_stored_stamp(wh, n) == view_stamp(wh, n, options, state=state) for n in order)
+    if any(_stored_stamp(wh, n) != view_stamp(wh, n, options, state=state) for n in order):
+        return None
+    return [BuildResult(name, False, -1, 0.0) for name in order]
 
 
 def build(
@@ -360,11 +374,11 @@ def build(
     options = options or SqlOptions()
     queries = load_queries()
     targets = needed(names if names is not None else MATERIALISED, queries)
-    order = [n for n in creation_order(queries) if n in targets and n in MATERIALISED]
+    order = materialised_order(names, queries)
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
-    if not force and all_fresh(wh, order, options):
-        return [BuildResult(name, False, -1, 0.0) for name in order]
+    if (reused := nothing_to_build(wh, order, options, force)) is not None:
+        return reused
     out_dir = wh.root / DERIVED_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -70,6 +70,19 @@ tokens AS (
     FROM reusable
 ),
 
+expected AS (
+    SELECT
+        *,
+        CASE
+            WHEN explicit_cache THEN NULL
+            WHEN unit_model = 'none' THEN 0
+            WHEN reusable_tokens_est IS NULL THEN NULL
+            WHEN reusable_tokens_est < coalesce(min_tokens, 0) THEN 0
+            ELSE reusable_tokens_est // granularity * granularity
+        END::BIGINT                                                     AS expected_read_tokens
+    FROM tokens
+),
+
 final AS (
     SELECT
         request_id, started_at, provider, model, account, rule_id, unit_model,
@@ -77,25 +90,13 @@ final AS (
         live_tokens_est,
         reusable_tokens_est,
         cacheable_tokens_est,
-        CASE
-            WHEN explicit_cache THEN NULL
-            WHEN unit_model = 'none' THEN 0
-            WHEN reusable_tokens_est IS NULL THEN NULL
-            WHEN reusable_tokens_est < coalesce(min_tokens, 0) THEN 0
-            ELSE reusable_tokens_est // granularity * granularity
-        END::BIGINT                                                     AS expected_read_tokens,
+        expected_read_tokens,
         cache_read_tokens,
-        (CASE
-            WHEN explicit_cache THEN NULL
-            WHEN unit_model = 'none' THEN 0
-            WHEN reusable_tokens_est IS NULL THEN NULL
-            WHEN reusable_tokens_est < coalesce(min_tokens, 0) THEN 0
-            ELSE reusable_tokens_est // granularity * granularity
-        END - cache_read_tokens)::BIGINT                                AS gap_tokens,
+        (expected_read_tokens - cache_read_tokens)::BIGINT              AS gap_tokens,
         min_tokens, granularity AS granularity_tokens, lifetime_s, default_lifetime_s,
         extended_lifetime_s,
         'bytes_proportional'                                            AS tokens_basis
-    FROM tokens
+    FROM expected
 )
 
 SELECT * FROM final

@@ -299,9 +299,9 @@ def build_derived(
     queries = load_queries()
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
-    order = _materialised_order(names, queries)
-    if not force and sql.all_fresh(wh, order, options):
-        return [sql.BuildResult(name, False, -1, 0.0) for name in order]
+    order = sql.materialised_order(names, queries)
+    if (reused := sql.nothing_to_build(wh, order, options, force)) is not None:
+        return reused
     # As `sql.build`: the lock held shared keeps an ingest from landing while Spark reads, and
     # the stamps come from the state taken before Spark lists the files, so a stored view is
     # never marked as covering rows it did not read
@@ -346,12 +346,6 @@ def build_derived(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _materialised_order(names: Iterable[str] | None, queries: dict[str, Query]) -> list[str]:
-    """The stored views to build for `names` (default: all), in creation order."""
-    targets = sql.needed(names if names is not None else sql.MATERIALISED, queries)
-    return [n for n in creation_order(queries) if n in targets and n in sql.MATERIALISED]
-
-
 def _replace(new: Path, path: Path) -> None:
     """Put the directory `new` at `path`, whether a file or a directory was there."""
     if path.is_dir():
@@ -365,11 +359,11 @@ def build_on(master: str, wh: Warehouse, **kwargs: Any) -> list[sql.BuildResult]
     """`build_derived` in a Spark session on `master`, stopped afterwards (the CLI's entry)."""
     from pipeline.engines.spark_session import get_session
 
-    if not kwargs.get("force"):  # nothing stale: no Spark session (nor lock) to start
-        options = kwargs.get("options") or SqlOptions()
-        order = _materialised_order(kwargs.get("names"), load_queries())
-        if wh.exists() and sql.all_fresh(wh, order, options):
-            return [sql.BuildResult(name, False, -1, 0.0) for name in order]
+    # nothing stale: no Spark session (nor lock) to start
+    order = sql.materialised_order(kwargs.get("names"), load_queries())
+    options = kwargs.get("options") or SqlOptions()
+    if (reused := sql.nothing_to_build(wh, order, options, bool(kwargs.get("force")))) is not None:
+        return reused
     spark = get_session(master, app_name="cacheaudit build")
     try:
         return build_derived(spark, wh, **kwargs)

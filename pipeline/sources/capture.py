@@ -73,9 +73,14 @@ def excerpt(line: bytes) -> str:
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+def without_bom(line: bytes, lineno: int) -> bytes:
+    """The line without the UTF-8 byte order mark some editors and Windows tools write at the
+    start of a file: not JSON, and format detection already looks past it."""
+    return line[len(UTF8_BOM) :] if lineno == 1 and line.startswith(UTF8_BOM) else line
+
+
 def read_line(line: bytes, source: str, lineno: int) -> Exchange | Reject | None:
-    if lineno == 1 and line.startswith(UTF8_BOM):
-        line = line[len(UTF8_BOM) :]  # written by some editors and Windows tools; not JSON
+    line = without_bom(line, lineno)
     if not line.strip():
         return None  # blank lines are not records
     try:

@@ -25,7 +25,7 @@ import orjson
 
 from pipeline.records import Exchange, Reject
 from pipeline.sources import open_binary
-from pipeline.sources.capture import UTF8_BOM, redact_excerpt
+from pipeline.sources.capture import redact_excerpt, without_bom
 
 # Spans of one line are numbered within it (see `span_index`); an export batch holds thousands
 # of spans at most, far below this. A line with more spans keeps the first STRIDE - 1 and gives
@@ -180,8 +180,7 @@ def iter_otlp_lines(
 ) -> Iterator[Exchange | Reject]:
     """Spans of consecutive OTLP lines, the first being line `first_lineno`."""
     for lineno, line in enumerate(lines, start=first_lineno):
-        if lineno == 1 and line.startswith(UTF8_BOM):
-            line = line[len(UTF8_BOM) :]  # as capture JSONL: detection accepts it, so must this
+        line = without_bom(line, lineno)
         if not line.strip():
             continue
         try:
