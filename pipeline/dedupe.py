@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.warehouse import Warehouse, source_key
+from pipeline.warehouse import Warehouse, stem_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -42,6 +42,8 @@ class Counted(Protocol):
     accepted: int
     skipped: int
     duplicates: int
+    stem: str
+    replaces: list[str]
 
 
 OLD = -1  # rank of rows already visible in the warehouse: they always win
@@ -56,12 +58,15 @@ def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int
     order they were listed); adjusts their counts and returns how many rows were removed."""
     if not pending:
         return 0
-    rank = {source_key(digest): i for i, digest in enumerate(pending)}
-    by_key = {source_key(digest): fr for digest, fr in pending.items()}
-    visible = warehouse.manifest_keys() - rank.keys()
+    rank = {fr.stem: i for i, fr in enumerate(pending.values())}
+    by_key = {fr.stem: fr for fr in pending.values()}
+    # What this batch replaces (--force, a grown capture) is still visible until its manifest
+    # lands, but is no earlier copy of the new rows: it is their old version.
+    replaced = {stem for fr in pending.values() for stem in fr.replaces}
+    visible = warehouse.live_stems() - rank.keys() - replaced
     removed = 0
     for day_dir in sorted((warehouse.root / "requests").glob("day=*")):
-        parts = {p: p.name.split("-", 1)[0] for p in day_dir.glob("*.parquet")}
+        parts = {p: stem_of(p) for p in day_dir.glob("*.parquet")}
         new = [p for p, key in parts.items() if key in rank]
         if not new:
             continue
@@ -187,7 +192,7 @@ def _plan(
     this same part (then only its segments stay, not the repeated ones)."""
     import polars as pl
 
-    fresh, renames = _numbered(pl.concat([_ids(p, rank[p.name.split("-", 1)[0]]) for p in new]))
+    fresh, renames = _numbered(pl.concat([_ids(p, rank[stem_of(p)]) for p in new]))
     if old:
         # Only ids of the new rows can collide: read the old ones, keep those that match.
         seen = _as_occurrences(pl.concat([_ids(p, OLD) for p in old])).join(

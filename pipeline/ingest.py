@@ -53,7 +53,7 @@ from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
 from pipeline.sources import compression_of, detect_format, iter_source, open_counted
 from pipeline.sources.capture import redact_excerpt
-from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, source_key
+from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, key_of, source_key
 
 CHUNK_BYTES = 32 * 1024 * 1024  # one task's share of a file the workers read themselves
 TAIL_SPLIT = 8  # the end of a file goes in smaller ranges, down to CHUNK_BYTES / TAIL_SPLIT
@@ -91,6 +91,10 @@ class FileResult:
     duplicates: int = 0  # of the skipped: already in the warehouse or earlier in the batch
     # Hashes of earlier ingests of the same path, with other content, that this one replaced.
     superseded: list[str] = field(default_factory=list)
+    stem: str = ""  # the warehouse generation this ingest writes (`Warehouse.new_stem`)
+    # Generations this ingest replaces (--force, a grown capture): removed once its manifest
+    # has landed, so readers see the old rows until then, never none.
+    replaces: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -119,6 +123,7 @@ class Task:
     # A block of lines the parent wrote to a file of its own, for a worker process to map and
     # then delete (`_Pool.run`); lines are numbered from first_lineno, `path` stays the source.
     spill: str | None = None
+    stem: str = ""  # the generation its parts are written under (`FileResult.stem`)
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,7 @@ class Options:
 
 
 Counts = tuple[int, int, int, int]  # records, accepted, rejected, skipped
+Manifest = dict[str, tuple[str, dict[str, Any]]]  # `Warehouse.manifest_index`
 
 
 def hash_file(path: Path) -> str:
@@ -505,7 +511,7 @@ class Worker:
         return records
 
     def run(self, task: Task) -> Counts:
-        key = source_key(task.source_hash)
+        key = task.stem or source_key(task.source_hash)
         buffers = self.buffers.get(key)
         if buffers is None:
             buffers = _Buffers(
@@ -888,23 +894,24 @@ def _starts_with(path: Path, size: int, digest: str) -> bool:
     return h.hexdigest() == digest
 
 
-def supersede(warehouse: Warehouse, path: Path, digest: str) -> list[str]:
-    """Remove what earlier ingests of this path wrote when its content has changed since.
+def supersede(known: Manifest, path: Path, digest: str) -> list[tuple[str, str]]:
+    """(stem, hash) of earlier ingests of this path whose rows this one replaces, because the
+    file's content has changed since.
 
     A capture the proxy is still appending to is ingested again later with more lines; its
     manifest entry is keyed by content hash, so without this the old rows would stay beside the
-    new ones and every earlier exchange would count twice. Returns the replaced source hashes.
+    new ones and every earlier exchange would count twice. They are removed once the new rows
+    are visible (`write_manifests`), so a reader meanwhile sees the old ones.
     """
     replaced = []
-    for row in warehouse.manifest_rows():
+    for stem, row in known.values():
         old = str(row["source_hash"])
         if (
             old != digest
             and _same_file(row, path)
             and _starts_with(path, int(row["size_bytes"]), old)
         ):
-            warehouse.remove_source(old)
-            replaced.append(old)
+            replaced.append((stem, old))
             print(
                 f"{path}: changed since it was ingested ({row['records']} records, "
                 f"{row['size_bytes']} bytes); replacing those rows",
@@ -952,7 +959,7 @@ def ingest(
             # A first ingest that failed (Ctrl-C, a worker that died) leaves no tables behind
             # that later commands would take for a warehouse holding nothing. Under the lock,
             # and never the directory or its lock file: another ingest may be waiting on it.
-            if created and not warehouse.manifest_keys():
+            if created and not warehouse.manifest_stems():
                 _remove_empty_tables(warehouse)
             raise
     return result
@@ -1014,25 +1021,26 @@ def _ingest_locked(
     """Plan every file and run its tasks, then write the manifest (last, under the lock)."""
     result = IngestResult()
     pending: dict[str, FileResult] = {}
+    known = warehouse.manifest_index()  # once: the manifest does not change until the end
     unreadable: dict[str, FileResult] = {}
     plans: list[Iterator[Task]] = []
     for path, fmt in zip(paths, formats, strict=True):
         if isinstance(fmt, InputError):
-            digest, fr = record_unrecognised(warehouse, path, fmt, force)
+            digest, fr = record_unrecognised(warehouse, known, path, fmt, force)
             result.files.append(fr)
             if fr.status == "ingested":
                 unreadable[digest] = fr
             continue
         digest, size = hash_and_size(path)
-        if digest in pending or (warehouse.manifest_entry(digest) and not force):
+        entry = None if digest in pending else known.get(digest)
+        if digest in pending or (entry and not force):
             result.files.append(FileResult(str(path), fmt, "unchanged", size_bytes=size))
             continue
-        warehouse.remove_source(digest)  # --force
         fr = FileResult(str(path), fmt, "ingested", size_bytes=size)
-        fr.superseded = supersede(warehouse, path, digest)
+        new_generation(warehouse, fr, digest, entry, supersede(known, path, digest))
         pending[digest] = fr
         result.files.append(fr)
-        plans.append(plan(path, fmt, digest, size))
+        plans.append(with_stem(plan(path, fmt, digest, size), fr.stem))
     total = sum(fr.size_bytes for fr in pending.values())
     run = _Run(pending, total, progress)
     if progress and total:
@@ -1053,6 +1061,26 @@ def _ingest_locked(
     if options.providers_file:
         warn_unmatched_rules(Path(options.providers_file), run.matched_rules, result)
     return result
+
+
+def new_generation(
+    warehouse: Warehouse,
+    fr: FileResult,
+    digest: str,
+    entry: tuple[str, dict[str, Any]] | None,
+    grown: list[tuple[str, str]],
+) -> None:
+    """Choose the generation `fr` writes and the ones it replaces: its own earlier ingest
+    (--force) and earlier ingests of the file it grew from. It takes the key of what it
+    replaces, so its manifest supersedes theirs in one step (`Warehouse.live_stems`)."""
+    fr.superseded = [old for _, old in grown]
+    fr.replaces = ([entry[0]] if entry else []) + [stem for stem, _ in grown]
+    key = key_of(fr.replaces[0]) if fr.replaces else source_key(digest)
+    fr.stem = warehouse.new_stem(key)
+
+
+def with_stem(tasks: Iterable[Task], stem: str) -> Iterator[Task]:
+    return (dataclasses.replace(task, stem=stem) for task in tasks)
 
 
 def warn_unmatched_rules(path: Path, matched: set[int], result: IngestResult) -> None:
@@ -1085,15 +1113,17 @@ def warn_unmatched_rules(path: Path, matched: set[int], result: IngestResult) ->
 
 
 def record_unrecognised(
-    warehouse: Warehouse, path: Path, exc: InputError, force: bool
+    warehouse: Warehouse, known: Manifest, path: Path, exc: InputError, force: bool
 ) -> tuple[str, FileResult]:
     """A file of a batch that is not traffic (a stray note, a corrupt archive) is one rejected
     record with the reason, and the rest of the batch lands. Kept in the manifest like any
     source, so ingesting the same batch again does not report it again."""
     digest, size = hash_and_size(path)
-    if warehouse.manifest_entry(digest) and not force:
+    entry = known.get(digest)
+    if entry and not force:
         return digest, FileResult(str(path), "unrecognised", "unchanged", size_bytes=size)
-    warehouse.remove_source(digest)
+    fr = FileResult(str(path), "unrecognised", "ingested", 1, 0, 1, 0, size)
+    new_generation(warehouse, fr, digest, entry, [])
     try:
         with path.open("rb") as fh:
             head = fh.read(400)
@@ -1109,16 +1139,18 @@ def record_unrecognised(
             "excerpt": [redact_excerpt(head)],
             "ingested_at": [datetime.now(UTC)],
         },
-        source_key(digest),
+        fr.stem,
         "00-00000",
     )
     print(f"{exc.message}: recorded in rejects; the rest of the batch goes on", file=sys.stderr)
-    return digest, FileResult(str(path), "unrecognised", "ingested", 1, 0, 1, 0, size)
+    return digest, fr
 
 
 def write_manifests(warehouse: Warehouse, done: dict[str, FileResult]) -> None:
     """One manifest row per ingested source, written last: a crash before it leaves orphans
-    that the next ingest removes, never a half-counted source."""
+    that the next ingest removes, never a half-counted source. Each makes its generation's rows
+    visible in place of those it replaces, which are then removed (a crash between leaves them
+    unseen, for the next ingest to remove)."""
     now = datetime.now(UTC)
     for digest, fr in done.items():
         warehouse.write_manifest(
@@ -1134,5 +1166,8 @@ def write_manifests(warehouse: Warehouse, done: dict[str, FileResult]) -> None:
                 "skipped": fr.skipped,
                 "ingested_at": now,
                 "cacheaudit_version": __version__,
-            }
+            },
+            fr.stem,
         )
+        for stem in fr.replaces:
+            warehouse.remove_stem(stem)

@@ -37,7 +37,7 @@ import duckdb
 
 from pipeline import schema
 from pipeline.errors import NotFoundError, QueryError
-from pipeline.warehouse import TABLES, Warehouse
+from pipeline.warehouse import TABLES, Warehouse, stem_of
 
 QUERY_DIR = Path(__file__).resolve().parent.parent / "queries"
 _HEADER = re.compile(r"^--\s*(inputs|output)\s*:\s*(.+)$", re.MULTILINE)
@@ -256,22 +256,21 @@ def warehouse_state(wh: Warehouse) -> str:
     added for parts removed or replaced by other means. No mtimes: a copied warehouse keeps its
     stored views."""
     digest = hashlib.sha256(b"warehouse\n")
-    base = wh.root / "sources"
     keys: set[str] = set()
-    for path in sorted(base.glob("*.parquet")) if base.is_dir() else []:
+    for stem in sorted(wh.live_stems()):
         try:
-            data = path.read_bytes()
+            data = (wh.root / "sources" / f"{stem}.parquet").read_bytes()
         except FileNotFoundError:
             continue  # removed meanwhile (an ingest replacing it): the digest differs anyway
-        keys.add(path.stem)
-        digest.update(f"manifest {path.stem} {len(data)}\n".encode())
+        keys.add(stem)
+        digest.update(f"manifest {stem} {len(data)}\n".encode())
         digest.update(data)
     for table in TABLES:
         if table == "sources":
             continue
         for path in sorted((wh.root / table).rglob("*.parquet")):
-            if path.name.split("-", 1)[0] not in keys:
-                continue  # an unfinished ingest's part: not visible
+            if stem_of(path) not in keys:
+                continue  # an unfinished ingest's part, or a replaced one: not visible
             try:
                 size = path.stat().st_size
             except FileNotFoundError:

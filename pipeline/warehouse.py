@@ -1,24 +1,33 @@
 """The warehouse: a directory of Parquet tables, partitioned by UTC day, written atomically.
 
 Layout:
-    <root>/requests/day=YYYY-MM-DD/<source key>-<part>.parquet
-    <root>/segments/day=YYYY-MM-DD/<source key>-<part>.parquet
-    <root>/segment_content/<source key>-<part>.parquet
-    <root>/rejects/<source key>-<part>.parquet
-    <root>/sources/<source key>.parquet          (the manifest: written last)
+    <root>/requests/day=YYYY-MM-DD/<stem>-<part>.parquet
+    <root>/segments/day=YYYY-MM-DD/<stem>-<part>.parquet
+    <root>/segment_content/<stem>-<part>.parquet
+    <root>/rejects/<stem>-<part>.parquet
+    <root>/sources/<stem>.parquet          (the manifest: written last)
+
+A stem is `<key>.<generation>`: the source key (the first 16 hex chars of the content hash of
+the file first ingested under it) and a generation (16 hex digits, growing). Warehouses written
+before generations have stems that are a bare key: the lowest generation of that key.
 
 Every file is written under a temporary name and renamed into place, so readers never see a
 half-written file. A source counts as ingested only once its manifest file exists: readers
-(`files`) list only parts whose source has a manifest, so a crashed ingest's parts are invisible,
+(`files`) list only parts whose stem has a manifest, so a crashed ingest's parts are invisible,
 and the next ingest removes them (under the warehouse lock, so never a running ingest's parts).
-The source key is the first 16 hex chars of the file's content hash, which makes re-ingest and
---force simple.
+
+Rows are replaced in one step. A --force re-ingest, or the ingest of a capture that grew since
+it was ingested, writes its parts under a new generation of the key it replaces, and readers
+see only the highest generation of each key that has a manifest (`live_stems`). Until the new
+manifest lands, readers see the old rows; from then on, the new ones; never none, never both.
+The old generation's files are removed afterwards, its manifest first.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date
@@ -60,6 +69,30 @@ def source_key(source_hash: str) -> str:
     return source_hash[:16]
 
 
+def stem_of(path: Path) -> str:
+    """The stem a part or manifest file belongs to (`<key>.<generation>`, or a bare key)."""
+    return path.name.split("-", 1)[0].removesuffix(".parquet")
+
+
+def key_of(stem: str) -> str:
+    return stem.split(".", 1)[0]
+
+
+def generation_of(stem: str) -> str:
+    """Fixed-width hex, so comparing strings compares numbers; a bare key's is "" (lowest)."""
+    return stem.partition(".")[2]
+
+
+def live(stems: set[str]) -> set[str]:
+    """The highest generation of each key: the stems whose rows readers see."""
+    best: dict[str, str] = {}
+    for stem in stems:
+        key = key_of(stem)
+        if key not in best or generation_of(stem) > generation_of(best[key]):
+            best[key] = stem
+    return set(best.values())
+
+
 class Warehouse:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -76,19 +109,38 @@ class Warehouse:
         return (self.root / "sources").is_dir()
 
     def files(self, table: str) -> list[Path]:
-        """Parquet files of a table, only those of sources whose ingest completed."""
+        """Parquet files of a table that readers see: those of the live generation of each
+        source (`live_stems`), as of one moment: the manifests are listed before and after the
+        parts, and the parts again if a generation changed between."""
         base = self.root / table
         if not base.is_dir():
             return []
-        paths = sorted(base.rglob("*.parquet"))
-        if table == "sources":
-            return paths
-        done = self.manifest_keys()
-        return [p for p in paths if p.name.split("-", 1)[0] in done]
+        done = self.live_stems()
+        for _ in range(10):
+            paths = [p for p in sorted(base.rglob("*.parquet")) if stem_of(p) in done]
+            # An ingest that replaced a generation meanwhile may have removed parts listed as
+            # live a moment ago: list again under the new generations.
+            now = self.live_stems()
+            if now == done:
+                break
+            done = now
+        return paths
 
-    def manifest_keys(self) -> set[str]:
+    def manifest_stems(self) -> set[str]:
+        """Every stem with a manifest file, superseded generations not yet removed included."""
         base = self.root / "sources"
         return {p.stem for p in base.glob("*.parquet")} if base.is_dir() else set()
+
+    def live_stems(self) -> set[str]:
+        return live(self.manifest_stems())
+
+    def new_stem(self, key: str) -> str:
+        """A generation of `key` above every one it has (the clock, in ns; one past the highest
+        if the clock stands behind it)."""
+        gens = [generation_of(s) for s in self.manifest_stems() if key_of(s) == key]
+        now = time.time_ns()
+        highest = max((int(g, 16) for g in gens if g), default=0)
+        return f"{key}.{max(now, highest + 1):016x}"
 
     @contextmanager
     def lock(
@@ -112,9 +164,11 @@ class Warehouse:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def remove_orphans(self) -> int:
-        """Delete parts and temporary files left by an ingest that did not finish."""
-        done = self.manifest_keys()
-        removed = 0
+        """Delete what an ingest that did not finish left: parts without a manifest, temporary
+        files, and generations superseded but not yet removed (`remove_stem`)."""
+        stems = self.manifest_stems()
+        removed = sum(self.remove_stem(stem) for stem in stems - live(stems))
+        done = live(stems)
         for table in TABLES:
             base = self.root / table
             if not base.is_dir():
@@ -122,9 +176,7 @@ class Warehouse:
             for path in base.rglob("*"):
                 stale_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
                 orphan = (
-                    table != "sources"
-                    and path.suffix == ".parquet"
-                    and path.name.split("-", 1)[0] not in done
+                    table != "sources" and path.suffix == ".parquet" and stem_of(path) not in done
                 )
                 if path.is_file() and (stale_tmp or orphan):
                     path.unlink()
@@ -206,39 +258,43 @@ class Warehouse:
         self._write_atomic(table, out)
         return int(table.num_rows)
 
-    def write_manifest(self, row: dict[str, Any]) -> None:
+    def write_manifest(self, row: dict[str, Any], stem: str | None = None) -> None:
+        """Make the parts of `stem` visible (and those of the generations of its key below it
+        invisible) in one rename. Without a stem: the source's bare key (the lowest
+        generation, as warehouses before generations wrote it)."""
         spec = schema.load("sources")
         table = pa.Table.from_pylist([row], schema=spec.arrow())
-        self._write_atomic(
-            table, self.root / "sources" / f"{source_key(row['source_hash'])}.parquet"
-        )
+        name = stem or source_key(row["source_hash"])
+        self._write_atomic(table, self.root / "sources" / f"{name}.parquet")
 
     # --- manifest ------------------------------------------------------------------------
 
-    def manifest_entry(self, source_hash: str) -> dict[str, Any] | None:
-        path = self.root / "sources" / f"{source_key(source_hash)}.parquet"
-        if not path.exists():
-            return None
-        rows = pq.read_table(path).to_pylist()
-        return rows[0] if rows else None
+    def manifest_index(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Source hash -> (stem, manifest row) of every live source. A capture that grew is
+        under the key of its first ingest, so a source is found by its hash, not its key: read
+        once per ingest (under its lock, nothing else changes the manifest meanwhile)."""
+        index: dict[str, tuple[str, dict[str, Any]]] = {}
+        for stem in sorted(self.live_stems()):
+            try:
+                rows = pq.read_table(self.root / "sources" / f"{stem}.parquet").to_pylist()
+            except FileNotFoundError:
+                continue  # superseded meanwhile (a reader; an ingest holds the lock)
+            index.update((str(row["source_hash"]), (stem, row)) for row in rows)
+        return index
 
-    def manifest_rows(self) -> list[dict[str, Any]]:
-        """Every manifest row (one per ingested source)."""
-        rows: list[dict[str, Any]] = []
-        for path in sorted((self.root / "sources").glob("*.parquet")):
-            rows.extend(pq.read_table(path).to_pylist())
-        return rows
-
-    def remove_source(self, source_hash: str) -> int:
-        """Delete every part a source wrote and its manifest entry (used by --force, after a
-        crashed ingest, and when a file's content changed since it was ingested)."""
-        key = source_key(source_hash)
+    def remove_stem(self, stem: str) -> int:
+        """Delete a generation: its manifest first (from then on its parts are orphans, which
+        readers never list), then its parts and temporary files."""
         removed = 0
+        manifest = self.root / "sources" / f"{stem}.parquet"
+        if manifest.exists():
+            manifest.unlink()
+            removed += 1
         for table in TABLES:
             base = self.root / table
             if not base.is_dir():
                 continue
-            for pattern in (f"{key}*.parquet", f".{key}*.tmp"):
+            for pattern in (f"{stem}-*.parquet", f".{stem}-*.tmp"):
                 for path in base.rglob(pattern):
                     path.unlink()
                     removed += 1

@@ -214,7 +214,7 @@ def test_a_crash_before_the_manifest_is_redone_by_the_next_ingest_of_that_file(
     # a killed process, cannot; this one raises, so it must be into a directory that was there)
     wh.mkdir()
 
-    def crash(self: Warehouse, row: dict[str, object]) -> None:
+    def crash(self: Warehouse, row: dict[str, object], stem: str) -> None:
         raise RuntimeError("killed before the manifest")
 
     monkeypatch.setattr(Warehouse, "write_manifest", crash)

@@ -97,7 +97,7 @@ def test_a_failed_first_ingest_cleans_up_under_the_lock_and_keeps_the_lock_file(
     thread = threading.Thread(target=waiter)
     write_manifest = Warehouse.write_manifest
 
-    def interrupted(self: Warehouse, row: dict[str, object]) -> None:
+    def interrupted(self: Warehouse, row: dict[str, object], stem: str) -> None:
         thread.start()
         opened.wait(30)
         assert list((wh / "requests").rglob("*.parquet"))  # parts landed
@@ -133,13 +133,13 @@ def test_an_ingest_that_waited_on_a_failed_first_one_still_lands(
 
     thread = threading.Thread(target=second_ingest)
 
-    def interrupted_once(self: Warehouse, row: dict[str, object]) -> None:
+    def interrupted_once(self: Warehouse, row: dict[str, object], stem: str) -> None:
         if not calls:
             calls.append(row)
             thread.start()
             time.sleep(0.5)  # the second ingest is waiting on the lock now
             raise RuntimeError("interrupted before the manifest")
-        write_manifest(self, row)
+        write_manifest(self, row, stem)
 
     monkeypatch.setattr(Warehouse, "write_manifest", interrupted_once)
     with pytest.raises(RuntimeError):

@@ -6,8 +6,8 @@ Two Spark jobs, so the driver never reads capture bytes:
    capture JSONL, cuts it into line-aligned byte ranges (`pipeline.ingest.split_ranges`);
 2. normalise: the ranges (or whole files: compressed captures and HAR are single streams, OTLP is
    one document) dealt into two groups per core; one Spark task per group runs a `Worker`, which
-   writes the same `<table>/[day=YYYY-MM-DD/]<source key>-<worker>-<flush>.parquet` parts as the
-   local engine.
+   writes the same `<table>/[day=YYYY-MM-DD/]<key>.<generation>-<worker>-<flush>.parquet` parts
+   as the local engine.
 The driver then writes the manifest, last, as `pipeline.ingest.ingest` does, so a source counts as
 ingested only when every part landed. A Spark task's worker id is its index, so a retried or
 speculative copy rewrites the same part names with the same rows (atomic renames): harmless.
@@ -33,10 +33,12 @@ from pipeline.ingest import (
     Task,
     Worker,
     hash_file,
+    new_generation,
     record_unrecognised,
     split_ranges,
     supersede,
     warn_unmatched_rules,
+    with_stem,
     write_manifests,
 )
 from pipeline.sources import compression_of, detect_format, refuse_streams
@@ -139,26 +141,28 @@ def ingest(
         warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
         result = IngestResult()
         pending: dict[str, FileResult] = {}
+        known = warehouse.manifest_index()
         unreadable: dict[str, FileResult] = {}
         tasks: list[Task] = []
         for s in _survey(spark, paths):
             if "error" in s:  # a file of the batch that is not traffic: one reject, as locally
                 error = InputError(s["error"], hint=s.get("hint"))
-                digest, fr = record_unrecognised(warehouse, Path(s["path"]), error, force)
+                digest, fr = record_unrecognised(warehouse, known, Path(s["path"]), error, force)
                 result.files.append(fr)
                 if fr.status == "ingested":
                     unreadable[digest] = fr
                 continue
-            if s["hash"] in pending or (warehouse.manifest_entry(s["hash"]) and not force):
+            entry = None if s["hash"] in pending else known.get(s["hash"])
+            if s["hash"] in pending or (entry and not force):
                 fr = FileResult(s["path"], s["format"], "unchanged", size_bytes=s["size"])
                 result.files.append(fr)
                 continue
-            warehouse.remove_source(s["hash"])  # --force
             fr = FileResult(s["path"], s["format"], "ingested", size_bytes=s["size"])
-            fr.superseded = supersede(warehouse, Path(s["path"]), s["hash"])
+            grown = supersede(known, Path(s["path"]), s["hash"])
+            new_generation(warehouse, fr, s["hash"], entry, grown)
             pending[s["hash"]] = fr
             result.files.append(fr)
-            tasks.extend(tasks_of(s))
+            tasks.extend(with_stem(tasks_of(s), fr.stem))
         matched: set[int] = set()
         if tasks:
             all_counts, matched = _run_tasks(spark, tasks, str(warehouse.root), options)

@@ -1,0 +1,170 @@
+"""Rows are replaced in one step: while a --force re-ingest or the ingest of a grown capture
+runs, readers see the old rows; once its manifest lands, the new ones; never none, never both.
+A warehouse written before generations existed is read and replaced the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_ingest_support import capture_record, line, run, table
+
+from pipeline import sql
+from pipeline.warehouse import Warehouse, stem_of
+
+GATEWAY_URL = "http://gw.internal:8000/v1/chat/completions"
+GATEWAY_MAP = '[[provider]]\nhost = "gw.internal*"\nprovider = "openai"\napi = "chat_completions"\n'
+
+
+def _capture(path: Path, ids: list[str], url: str | None = None) -> Path:
+    extra = {"url": url} if url else {}
+    path.write_bytes(
+        b"".join(line(capture_record(i, record_id=rid, **extra)) for i, rid in enumerate(ids))
+    )
+    return path
+
+
+def _seen(wh: Path) -> list[tuple[str, str]]:
+    """What a reader sees now: (request_id, provider) through `cacheaudit sql`'s views."""
+    rel = sql.connect(Warehouse(wh)).sql("SELECT request_id, provider FROM requests ORDER BY 1")
+    return [(str(r[0]), str(r[1])) for r in rel.fetchall()]
+
+
+def _spy(
+    monkeypatch: pytest.MonkeyPatch, method: str, wh: Path, seen: list[Any]
+) -> Callable[..., Any]:
+    """Wrap a Warehouse method so that what readers see is recorded before each call."""
+    original = getattr(Warehouse, method)
+
+    def spied(self: Warehouse, *args: Any, **kwargs: Any) -> Any:
+        seen.append(_seen(wh))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Warehouse, method, spied)
+    return original
+
+
+def _stems(wh: Path) -> set[str]:
+    return {stem_of(p) for p in wh.rglob("*.parquet")}
+
+
+def test_readers_see_the_old_rows_during_a_force_reingest_and_only_the_new_ones_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = _capture(tmp_path / "gw.jsonl", ["r1", "r2"], url=GATEWAY_URL)
+    providers = tmp_path / "map.toml"
+    providers.write_text(GATEWAY_MAP, encoding="utf-8")
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    old = _seen(wh)
+    assert old == [("r1", "gw.internal"), ("r2", "gw.internal")]
+    old_stems = _stems(wh)
+    during: list[Any] = []
+    _spy(monkeypatch, "write_manifest", wh, during)  # every new part has landed by then
+    result = run([capture], wh, force=True, providers_file=providers)
+    assert result.files[0].accepted == 2
+    assert during == [old]
+    assert _seen(wh) == [("r1", "openai"), ("r2", "openai")]
+    assert _stems(wh).isdisjoint(old_stems)  # the old generation's files are gone
+
+
+def _ingested_then_grown(tmp_path: Path) -> tuple[Path, Path]:
+    """A capture of r1 ingested, to which the proxy has appended r2 since."""
+    capture = _capture(tmp_path / "live.jsonl", ["r1"])
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    with capture.open("ab") as fh:
+        fh.write(line(capture_record(1, record_id="r2")))
+    return capture, wh
+
+
+def test_readers_see_a_grown_capture_s_old_rows_until_all_its_rows_land(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture, wh = _ingested_then_grown(tmp_path)
+    during: list[Any] = []
+    _spy(monkeypatch, "write_manifest", wh, during)
+    result = run([capture], wh)
+    assert len(result.files[0].superseded) == 1
+    # Not deduplicated against its own old version: r1 is in both, and is kept once.
+    assert result.files[0].accepted == 2
+    assert [[rid for rid, _ in rows] for rows in during] == [["r1"]]
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
+    assert len(table(wh, "sources")) == 1
+
+
+def test_between_the_new_manifest_and_the_old_generation_s_removal_readers_see_only_new_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture, wh = _ingested_then_grown(tmp_path)
+    during: list[Any] = []
+    _spy(monkeypatch, "remove_stem", wh, during)  # both manifests exist at that moment
+    run([capture], wh)
+    assert [[rid for rid, _ in rows] for rows in during] == [["r1", "r2"]]
+    assert len(sql.connect(Warehouse(wh)).sql("SELECT * FROM sources").fetchall()) == 1
+
+
+def test_a_crash_before_the_old_generation_is_removed_leaves_it_unseen_until_the_next_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = _capture(tmp_path / "c.jsonl", ["r1", "r2"])
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    old_stems = _stems(wh)
+
+    def crash(self: Warehouse, stem: str) -> int:
+        raise RuntimeError("killed after the new manifest")
+
+    monkeypatch.setattr(Warehouse, "remove_stem", crash)
+    with pytest.raises(RuntimeError):
+        run([capture], wh, force=True)
+    monkeypatch.undo()
+    assert old_stems <= _stems(wh)  # still on disk ...
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]  # ... and not seen twice
+    other = _capture(tmp_path / "other.jsonl", ["o1"])
+    run([other], wh)  # any next ingest cleans up
+    assert _stems(wh).isdisjoint(old_stems)
+    assert [rid for rid, _ in _seen(wh)] == ["o1", "r1", "r2"]
+
+
+def test_a_warehouse_written_before_generations_is_read_and_replaced_by_a_force_reingest(
+    tmp_path: Path,
+) -> None:
+    capture = _capture(tmp_path / "c.jsonl", ["r1", "r2"])
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    for path in list(wh.rglob("*.parquet")):  # the old layout: stems that are a bare key
+        stem = stem_of(path)
+        path.rename(path.with_name(path.name.replace(stem, stem.split(".")[0], 1)))
+    legacy = _stems(wh)
+    assert all("." not in stem for stem in legacy)
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
+    assert run([capture], wh).files[0].status == "unchanged"
+    run([capture], wh, force=True)
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
+    assert _stems(wh).isdisjoint(legacy)
+
+
+def test_listing_again_when_a_generation_changes_while_the_parts_are_listed(
+    tmp_path: Path,
+) -> None:
+    """The parts of the generation a reader saw as live may be removed before it lists them:
+    it lists again under the new generation instead of seeing none."""
+    capture = _capture(tmp_path / "c.jsonl", ["r1"])
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    run([capture], wh, force=True)
+    [current] = Warehouse(wh).live_stems()
+    gone = current.split(".")[0] + ".0000000000000001"  # a generation already removed
+
+    class Racing(Warehouse):
+        calls = 0
+
+        def live_stems(self) -> set[str]:
+            Racing.calls += 1
+            return {gone} if Racing.calls == 1 else {current}
+
+    files = Racing(wh).files("requests")
+    assert files and {stem_of(p) for p in files} == {current}
