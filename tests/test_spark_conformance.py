@@ -284,3 +284,34 @@ def test_spark_ingest_names_a_provider_map_entry_that_matched_no_record_like_the
     warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith("warning")]
     assert len(warnings) == 1, warnings
     assert "entry 2" in warnings[0] and '"gw.internal*"' in warnings[0]
+
+
+def test_spark_reads_only_live_generations_like_duckdb(
+    spark: Any, duck_wh: Warehouse, tmp_path: Path
+) -> None:
+    """A table's directory may also hold the parts of an ingest that crashed before its
+    manifest, and a generation replaced by one whose ingest crashed before removing it: Spark
+    reads neither, as `Warehouse.files` does not list them."""
+    import shutil
+
+    from pipeline.engines import spark_sql
+    from pipeline.warehouse import stem_of
+
+    root = tmp_path / "wh"
+    shutil.copytree(duck_wh.root, root)
+    live_stem = sorted(Warehouse(root).live_stems())[0]
+    key = live_stem.split(".")[0]
+    for stale in (f"{key}.0000000000000001", "ffffffffffffffff.0000000000000001"):
+        for path in list(root.rglob(f"{live_stem}*.parquet")):
+            shutil.copy(path, path.with_name(path.name.replace(live_stem, stale, 1)))
+    # The first copy has a manifest (a replaced generation), the second none (an orphan).
+    (root / "sources" / "ffffffffffffffff.0000000000000001.parquet").unlink()
+    assert {stem_of(p) for p in root.rglob("*.parquet")} > Warehouse(root).live_stems()
+    spark_sql.register_raw(spark, str(root))
+    for table in ("requests", "segments", "sources"):
+        [(expected,)] = duckdb.sql(
+            "SELECT count(*) FROM read_parquet($f)",
+            params={"f": [str(p) for p in Warehouse(root).files(table)]},
+        ).fetchall()
+        [(seen,)] = spark.sql(f"SELECT count(*) FROM raw_{table}").collect()
+        assert seen == expected > 0, table

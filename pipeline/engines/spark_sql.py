@@ -26,7 +26,7 @@ from pipeline import schema, sql
 from pipeline.engines.spark_translate import Step, Variables, spark_type, translate_steps
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql import TABLE_PROVIDERS, Query, SqlOptions, creation_order, load_queries
-from pipeline.warehouse import TABLES, Warehouse
+from pipeline.warehouse import TABLES, Warehouse, live
 
 DERIVED_DIR = sql.DERIVED_DIR
 
@@ -68,8 +68,32 @@ def _has_parquet(spark: Any, path: str) -> bool:
     return False
 
 
+def _live_stems(spark: Any, root: str) -> set[str]:
+    """`Warehouse.live_stems`, listed on any Hadoop filesystem: the generations readers see."""
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(_join(root, "sources"))
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(hpath):
+        return set()
+    names = [status.getPath().getName() for status in fs.listStatus(hpath)]
+    return live(
+        {
+            name.removesuffix(".parquet")
+            for name in names
+            if name.endswith(".parquet") and not name.startswith((".", "_"))
+        }
+    )
+
+
 def register_raw(spark: Any, root: str) -> None:
-    """`raw_<table>` temp views over the warehouse Parquet, typed by schemas/<table>.json."""
+    """`raw_<table>` temp views over the warehouse Parquet, typed by schemas/<table>.json.
+
+    Only the files DuckDB reads (`Warehouse.files`): those of live generations. Spark lists a
+    table's directory, which may also hold the parts of an ingest that crashed before its
+    manifest, or a generation replaced by one whose ingest crashed before removing it."""
+    from pyspark.sql import functions as F
+
+    stems = sorted(_live_stems(spark, root))
     for table in TABLES:
         spec = schema.load(table)
         path = _join(root, table)
@@ -81,6 +105,10 @@ def register_raw(spark: Any, root: str) -> None:
                 .option("recursiveFileLookup", "false")
                 .parquet(path)
             )
+            # A file's stem: its name up to the first "-" (a part), or without ".parquet" (a
+            # manifest), as `warehouse.stem_of`.
+            name = F.regexp_replace(F.col("_metadata.file_name"), r"\.parquet$", "")
+            df = df.where(F.substring_index(name, "-", 1).isin(stems))
         else:
             df = spark.createDataFrame([], _ddl(spec))
         df.select(*[f"`{c}`" for c in spec.names]).createOrReplaceTempView(f"raw_{table}")
