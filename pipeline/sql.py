@@ -109,10 +109,9 @@ def _quoted(name: str) -> str:
     return f'"{name}"'
 
 
-def _register_raw(con: duckdb.DuckDBPyConnection, wh: Warehouse, table: str) -> None:
+def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
     spec = schema.load(table)
     view = f"raw_{table}"
-    files = wh.files(table)
     if files:
         hive = spec.partition_by is not None
         options = "hive_partitioning = true, union_by_name = true"
@@ -193,8 +192,10 @@ def connect(
     state = warehouse_state(wh) if use_derived and wanted & set(MATERIALISED) else None
     con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
-    for table in TABLES:
-        _register_raw(con, wh, table)
+    # Every table as of one moment: an ingest replacing a source meanwhile must not leave its
+    # old requests beside its new segments.
+    for table, files in wh.snapshot(TABLES).items():
+        _register_raw(con, table, files)
     for provider in TABLE_PROVIDERS:
         importlib.import_module(provider).register(con, options)
     for name in creation_order(queries):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
@@ -109,22 +109,29 @@ class Warehouse:
         return (self.root / "sources").is_dir()
 
     def files(self, table: str) -> list[Path]:
-        """Parquet files of a table that readers see: those of the live generation of each
-        source (`live_stems`), as of one moment: the manifests are listed before and after the
-        parts, and the parts again if a generation changed between."""
-        base = self.root / table
-        if not base.is_dir():
-            return []
+        """Parquet files of a table that readers see (see `snapshot`)."""
+        return self.snapshot([table])[table]
+
+    def snapshot(self, tables: Iterable[str] = TABLES) -> dict[str, list[Path]]:
+        """The Parquet files readers see of each table, all as of one moment: those of the live
+        generation of each source (`live_stems`). The manifests are listed before and after the
+        parts, and the parts again if a generation changed between: an ingest that replaced one
+        meanwhile may have removed parts listed as live a moment before."""
+        wanted = list(tables)
         done = self.live_stems()
         for _ in range(10):
-            paths = [p for p in sorted(base.rglob("*.parquet")) if stem_of(p) in done]
-            # An ingest that replaced a generation meanwhile may have removed parts listed as
-            # live a moment ago: list again under the new generations.
+            found = {table: self._parts(table, done) for table in wanted}
             now = self.live_stems()
             if now == done:
                 break
             done = now
-        return paths
+        return found
+
+    def _parts(self, table: str, stems: set[str]) -> list[Path]:
+        base = self.root / table
+        if not base.is_dir():
+            return []
+        return [p for p in sorted(base.rglob("*.parquet")) if stem_of(p) in stems]
 
     def manifest_stems(self) -> set[str]:
         """Every stem with a manifest file, superseded generations not yet removed included."""

@@ -168,3 +168,31 @@ def test_listing_again_when_a_generation_changes_while_the_parts_are_listed(
 
     files = Racing(wh).files("requests")
     assert files and {stem_of(p) for p in files} == {current}
+
+
+def test_every_table_a_reader_registers_is_of_the_same_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generation that changes while a reader registers its tables one by one must not give
+    it the old requests beside the new segments: `sql.connect` lists them as of one moment."""
+    capture, wh = _ingested_then_grown(tmp_path)
+    [old] = Warehouse(wh).live_stems()
+    monkeypatch.setattr(Warehouse, "remove_stem", lambda self, stem: 0)  # both stay on disk
+    run([capture], wh)
+    monkeypatch.undo()
+    [new] = Warehouse(wh).live_stems()
+    assert new != old
+
+    class Switching(Warehouse):
+        calls = 0
+
+        def live_stems(self) -> set[str]:  # the new manifest lands after two looks
+            Switching.calls += 1
+            return {old} if Switching.calls <= 2 else {new}
+
+    con = sql.connect(Switching(wh), use_derived=False)
+    ids = {
+        table: {r[0] for r in con.sql(f"SELECT request_id FROM raw_{table}").fetchall()}
+        for table in ("requests", "segments")
+    }
+    assert ids["requests"] == ids["segments"] == {"r1"}
