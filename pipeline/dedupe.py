@@ -6,7 +6,8 @@ that overlap, a file concatenated with itself. Every record has a stable id (the
 id, or one derived from what the exchange was: `ingest.fallback_id`), so after the workers have
 written a batch's parts, and before its manifest makes them visible, this pass removes from the
 new parts every request whose id is already in the warehouse or earlier in the batch. Kept:
-the copy ingested first, then the one from the file listed first, then the lowest line/entry.
+the copy ingested first, then the one from a file replacing an earlier version of itself, then
+the one from the file listed first, then the lowest line/entry.
 
 A derived id ends in which exchange of that content in its file it is (`:0`, `:1`, ...). The
 workers number only what each of them read, so when a file holds repeated content this pass
@@ -58,7 +59,12 @@ def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int
     order they were listed); adjusts their counts and returns how many rows were removed."""
     if not pending:
         return 0
-    rank = {fr.stem: i for i, fr in enumerate(pending.values())}
+    # A file that replaces an earlier version of itself (--force, a grown capture) ranks before
+    # the rest of its batch: every row of that version is one of its own. Ranked after another
+    # file, that file's copies of such rows would become visible beside the old version when
+    # its manifest landed first (and stay so if the batch stopped there).
+    replacers_first = sorted(pending.values(), key=lambda fr: not fr.replaces)
+    rank = {fr.stem: i for i, fr in enumerate(replacers_first)}
     by_key = {fr.stem: fr for fr in pending.values()}
     # What this batch replaces (--force, a grown capture) is still visible until its manifest
     # lands, but is no earlier copy of the new rows: it is their old version.

@@ -92,8 +92,8 @@ class FileResult:
     # Hashes of earlier ingests of the same path, with other content, that this one replaced.
     superseded: list[str] = field(default_factory=list)
     stem: str = ""  # the warehouse generation this ingest writes (`Warehouse.new_stem`)
-    # Generations this ingest replaces (--force, a grown capture): removed once its manifest
-    # has landed, so readers see the old rows until then, never none.
+    # Generations this ingest replaces (--force, a grown capture): hidden when its manifest
+    # lands, so readers see the old rows until then, never none; removed by a later ingest.
     replaces: list[str] = field(default_factory=list)
 
 
@@ -900,8 +900,8 @@ def supersede(known: Manifest, path: Path, digest: str) -> list[tuple[str, str]]
 
     A capture the proxy is still appending to is ingested again later with more lines; its
     manifest entry is keyed by content hash, so without this the old rows would stay beside the
-    new ones and every earlier exchange would count twice. They are removed once the new rows
-    are visible (`write_manifests`), so a reader meanwhile sees the old ones.
+    new ones and every earlier exchange would count twice. They are hidden when the new rows
+    become visible (`write_manifests`), so a reader meanwhile sees the old ones.
     """
     replaced = []
     for stem, row in known.values():
@@ -1075,7 +1075,7 @@ def new_generation(
     replaces, so its manifest supersedes theirs in one step (`Warehouse.live_stems`)."""
     fr.superseded = [old for _, old in grown]
     fr.replaces = ([entry[0]] if entry else []) + [stem for stem, _ in grown]
-    key = key_of(fr.replaces[0]) if fr.replaces else source_key(digest)
+    key = key_of(fr.replaces[0]) if fr.replaces else warehouse.fresh_key(digest)
     fr.stem = warehouse.new_stem(key)
 
 
@@ -1149,8 +1149,8 @@ def record_unrecognised(
 def write_manifests(warehouse: Warehouse, done: dict[str, FileResult]) -> None:
     """One manifest row per ingested source, written last: a crash before it leaves orphans
     that the next ingest removes, never a half-counted source. Each makes its generation's rows
-    visible in place of those it replaces, which are then removed (a crash between leaves them
-    unseen, for the next ingest to remove)."""
+    visible in place of those it replaces, whose files a later ingest removes once no reader
+    can still be using them (`Warehouse.remove_orphans`)."""
     now = datetime.now(UTC)
     for digest, fr in done.items():
         warehouse.write_manifest(
@@ -1169,5 +1169,3 @@ def write_manifests(warehouse: Warehouse, done: dict[str, FileResult]) -> None:
             },
             fr.stem,
         )
-        for stem in fr.replaces:
-            warehouse.remove_stem(stem)

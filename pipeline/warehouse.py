@@ -8,7 +8,8 @@ Layout:
     <root>/sources/<stem>.parquet          (the manifest: written last)
 
 A stem is `<key>.<generation>`: the source key (the first 16 hex chars of the content hash of
-the file first ingested under it) and a generation (16 hex digits, growing). Warehouses written
+the file first ingested under it, unless another source holds those) and a generation (16 hex
+digits, growing). Warehouses written
 before generations have stems that are a bare key: the lowest generation of that key.
 
 Every file is written under a temporary name and renamed into place, so readers never see a
@@ -20,12 +21,15 @@ Rows are replaced in one step. A --force re-ingest, or the ingest of a capture t
 it was ingested, writes its parts under a new generation of the key it replaces, and readers
 see only the highest generation of each key that has a manifest (`live_stems`). Until the new
 manifest lands, readers see the old rows; from then on, the new ones; never none, never both.
-The old generation's files are removed afterwards, its manifest first.
+The old generation's files stay for REPLACED_GRACE_S, for readers that listed them before the
+switch, and the first ingest after that removes them, its manifest first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -36,11 +40,16 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import xxhash
 
 from pipeline import schema
 from pipeline.errors import WarehouseError
 
 TABLES = ("requests", "segments", "segment_content", "rejects", "sources")
+# How long the files of a replaced generation stay after their replacement lands: a reader
+# (a query, a report) that listed them before the switch reads them later, when DuckDB opens
+# them. The first ingest after this removes them.
+REPLACED_GRACE_S = 600.0
 LOCK_NAME = ".ingest.lock"  # held by an ingest (exclusive) or a build (shared)
 # Parquet encoding per column: a dictionary only where values repeat (a dictionary attempted on
 # unique hashes is wasted work), min/max statistics only where readers filter. Together they cut
@@ -97,6 +106,7 @@ class Warehouse:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._made: set[Path] = set()  # directories this instance has created (or found)
+        self._issued: set[str] = set()  # stems handed out (`new_stem`), manifest or not yet
 
     def ensure(self) -> None:
         try:
@@ -144,10 +154,25 @@ class Warehouse:
     def new_stem(self, key: str) -> str:
         """A generation of `key` above every one it has (the clock, in ns; one past the highest
         if the clock stands behind it)."""
-        gens = [generation_of(s) for s in self.manifest_stems() if key_of(s) == key]
+        stems = self.manifest_stems() | self._issued
+        gens = [generation_of(s) for s in stems if key_of(s) == key]
         now = time.time_ns()
         highest = max((int(g, 16) for g in gens if g), default=0)
-        return f"{key}.{max(now, highest + 1):016x}"
+        stem = f"{key}.{max(now, highest + 1):016x}"
+        self._issued.add(stem)
+        return stem
+
+    def fresh_key(self, source_hash: str) -> str:
+        """The key of a source that replaces nothing: its hash's, unless a stem holds that key
+        already. A capture that grew keeps the key of its first content, so a copy of that
+        first content is another source under the same hash key; sharing the key, its
+        generation would hide the capture's rows."""
+        taken = {key_of(s) for s in self.manifest_stems() | self._issued}
+        candidates = itertools.chain(
+            (source_key(source_hash), source_hash[16:32]),
+            (xxhash.xxh3_64_hexdigest(f"{source_hash}:{i}".encode()) for i in itertools.count()),
+        )
+        return next(c for c in candidates if len(c) == 16 and c not in taken)
 
     @contextmanager
     def lock(
@@ -171,11 +196,11 @@ class Warehouse:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def remove_orphans(self) -> int:
-        """Delete what an ingest that did not finish left: parts without a manifest, temporary
-        files, and generations superseded but not yet removed (`remove_stem`)."""
+        """Delete what readers no longer see: parts without a manifest (an ingest that did not
+        finish), temporary files, and generations replaced more than REPLACED_GRACE_S ago."""
         stems = self.manifest_stems()
-        removed = sum(self.remove_stem(stem) for stem in stems - live(stems))
         done = live(stems)
+        removed = sum(self.remove_stem(stem) for stem in self._replaced_long_ago(stems, done))
         for table in TABLES:
             base = self.root / table
             if not base.is_dir():
@@ -288,6 +313,17 @@ class Warehouse:
                 continue  # superseded meanwhile (a reader; an ingest holds the lock)
             index.update((str(row["source_hash"]), (stem, row)) for row in rows)
         return index
+
+    def _replaced_long_ago(self, stems: set[str], done: set[str]) -> list[str]:
+        """Replaced generations whose replacement landed over REPLACED_GRACE_S ago (by its
+        manifest's time): a reader that listed the old files before then has had time to
+        finish with them."""
+        landed = {}
+        for stem in done:
+            with contextlib.suppress(FileNotFoundError):
+                landed[key_of(stem)] = (self.root / "sources" / f"{stem}.parquet").stat().st_mtime
+        cutoff = time.time() - REPLACED_GRACE_S
+        return [s for s in stems - done if landed.get(key_of(s), 0.0) < cutoff]
 
     def remove_stem(self, stem: str) -> int:
         """Delete a generation: its manifest first (from then on its parts are orphans, which

@@ -12,6 +12,7 @@ import pytest
 from test_ingest_support import capture_record, line, run, table
 
 from pipeline import sql
+from pipeline import warehouse as warehouse_module
 from pipeline.warehouse import Warehouse, stem_of
 
 GATEWAY_URL = "http://gw.internal:8000/v1/chat/completions"
@@ -67,7 +68,7 @@ def test_readers_see_the_old_rows_during_a_force_reingest_and_only_the_new_ones_
     assert result.files[0].accepted == 2
     assert during == [old]
     assert _seen(wh) == [("r1", "openai"), ("r2", "openai")]
-    assert _stems(wh).isdisjoint(old_stems)  # the old generation's files are gone
+    assert old_stems <= _stems(wh)  # kept a while, for readers that listed them before
 
 
 def _ingested_then_grown(tmp_path: Path) -> tuple[Path, Path]:
@@ -95,42 +96,43 @@ def test_readers_see_a_grown_capture_s_old_rows_until_all_its_rows_land(
     assert len(table(wh, "sources")) == 1
 
 
-def test_between_the_new_manifest_and_the_old_generation_s_removal_readers_see_only_new_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_while_both_generations_are_on_disk_readers_see_only_the_new_rows(tmp_path: Path) -> None:
     capture, wh = _ingested_then_grown(tmp_path)
-    during: list[Any] = []
-    _spy(monkeypatch, "remove_stem", wh, during)  # both manifests exist at that moment
     run([capture], wh)
-    assert [[rid for rid, _ in rows] for rows in during] == [["r1", "r2"]]
+    assert len(list((wh / "sources").glob("*.parquet"))) == 2  # the old one is kept a while
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
     assert len(sql.connect(Warehouse(wh)).sql("SELECT * FROM sources").fetchall()) == 1
 
 
-def test_a_crash_before_the_old_generation_is_removed_leaves_it_unseen_until_the_next_ingest(
+def test_a_reader_that_listed_the_old_rows_before_the_switch_can_still_read_them(
+    tmp_path: Path,
+) -> None:
+    """DuckDB opens the files a reader listed when it queries them, later: a report that
+    started before a replacement finishes on the rows it started with, without an IO error."""
+    capture, wh = _ingested_then_grown(tmp_path)
+    con = sql.connect(Warehouse(wh))
+    run([capture], wh)
+    assert [r[0] for r in con.sql("SELECT request_id FROM requests").fetchall()] == ["r1"]
+
+
+def test_an_ingest_after_the_grace_removes_replaced_generations_and_one_before_keeps_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     capture = _capture(tmp_path / "c.jsonl", ["r1", "r2"])
     wh = tmp_path / "wh"
     run([capture], wh)
     old_stems = _stems(wh)
-
-    def crash(self: Warehouse, stem: str) -> int:
-        raise RuntimeError("killed after the new manifest")
-
-    monkeypatch.setattr(Warehouse, "remove_stem", crash)
-    with pytest.raises(RuntimeError):
-        run([capture], wh, force=True)
-    monkeypatch.undo()
-    assert old_stems <= _stems(wh)  # still on disk ...
-    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]  # ... and not seen twice
-    other = _capture(tmp_path / "other.jsonl", ["o1"])
-    run([other], wh)  # any next ingest cleans up
+    run([capture], wh, force=True)
+    run([_capture(tmp_path / "o1.jsonl", ["o1"])], wh)  # within the grace
+    assert old_stems <= _stems(wh)
+    monkeypatch.setattr(warehouse_module, "REPLACED_GRACE_S", 0.0)
+    run([_capture(tmp_path / "o2.jsonl", ["o2"])], wh)
     assert _stems(wh).isdisjoint(old_stems)
-    assert [rid for rid, _ in _seen(wh)] == ["o1", "r1", "r2"]
+    assert [rid for rid, _ in _seen(wh)] == ["o1", "o2", "r1", "r2"]
 
 
 def test_a_warehouse_written_before_generations_is_read_and_replaced_by_a_force_reingest(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     capture = _capture(tmp_path / "c.jsonl", ["r1", "r2"])
     wh = tmp_path / "wh"
@@ -144,6 +146,8 @@ def test_a_warehouse_written_before_generations_is_read_and_replaced_by_a_force_
     assert run([capture], wh).files[0].status == "unchanged"
     run([capture], wh, force=True)
     assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
+    monkeypatch.setattr(warehouse_module, "REPLACED_GRACE_S", 0.0)
+    run([_capture(tmp_path / "other.jsonl", ["o1"])], wh)
     assert _stems(wh).isdisjoint(legacy)
 
 
@@ -196,3 +200,58 @@ def test_every_table_a_reader_registers_is_of_the_same_generation(
         for table in ("requests", "segments")
     }
     assert ids["requests"] == ids["segments"] == {"r1"}
+
+
+def test_a_copy_of_a_grown_capture_s_first_content_adds_nothing_and_hides_nothing(
+    tmp_path: Path,
+) -> None:
+    """A grown capture keeps the key of its first content; a copy of that first content (a
+    snapshot, a restored file) is another source and must not take the same key."""
+    capture = _capture(tmp_path / "live.jsonl", ["r1"])
+    snapshot = tmp_path / "snapshot.jsonl"
+    snapshot.write_bytes(capture.read_bytes())
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    with capture.open("ab") as fh:
+        fh.write(line(capture_record(1, record_id="r2")))
+    run([capture], wh)
+    result = run([snapshot], wh)
+    assert (result.files[0].status, result.files[0].accepted) == ("ingested", 0)
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
+    assert len(table(wh, "sources")) == 2
+
+
+def test_a_copy_of_a_capture_s_first_content_in_the_batch_that_forces_it_hides_nothing(
+    tmp_path: Path,
+) -> None:
+    capture = _capture(tmp_path / "live.jsonl", ["r1"])
+    snapshot = tmp_path / "snapshot.jsonl"
+    snapshot.write_bytes(capture.read_bytes())
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    with capture.open("ab") as fh:
+        fh.write(line(capture_record(1, record_id="r2")))
+    run([capture], wh)
+    run([capture, snapshot], wh, force=True)
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
+
+
+def test_an_overlapping_file_listed_before_a_grown_capture_never_shows_a_row_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grown capture ranks first in its batch: the overlapping file's copies of its rows are
+    dropped, so when the overlapping file's manifest lands first, beside the capture's old
+    version, no row is there twice (nor after, if the batch stops there)."""
+    capture = _capture(tmp_path / "live.jsonl", ["r1", "r2"])
+    wh = tmp_path / "wh"
+    run([capture], wh)
+    with capture.open("ab") as fh:
+        fh.write(line(capture_record(2, record_id="r3")))
+    overlap = _capture(tmp_path / "overlap.jsonl", ["r2", "r3", "r4"])
+    during: list[Any] = []
+    _spy(monkeypatch, "write_manifest", wh, during)
+    run([overlap, capture], wh)
+    for rows in [*during, _seen(wh)]:
+        ids = [rid for rid, _ in rows]
+        assert len(ids) == len(set(ids)), ids
+    assert [rid for rid, _ in _seen(wh)] == ["r1", "r2", "r3", "r4"]
