@@ -202,19 +202,22 @@ def test_every_table_a_reader_registers_is_of_the_same_generation(
     assert ids["requests"] == ids["segments"] == {"r1"}
 
 
+def _grown_with_a_snapshot(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(capture, snapshot, warehouse): a copy of the capture's first content taken, then the
+    capture ingested, grown and ingested again."""
+    capture, wh = _ingested_then_grown(tmp_path)
+    snapshot = tmp_path / "snapshot.jsonl"
+    snapshot.write_bytes(line(capture_record(0, record_id="r1")))
+    run([capture], wh)
+    return capture, snapshot, wh
+
+
 def test_a_copy_of_a_grown_capture_s_first_content_adds_nothing_and_hides_nothing(
     tmp_path: Path,
 ) -> None:
     """A grown capture keeps the key of its first content; a copy of that first content (a
     snapshot, a restored file) is another source and must not take the same key."""
-    capture = _capture(tmp_path / "live.jsonl", ["r1"])
-    snapshot = tmp_path / "snapshot.jsonl"
-    snapshot.write_bytes(capture.read_bytes())
-    wh = tmp_path / "wh"
-    run([capture], wh)
-    with capture.open("ab") as fh:
-        fh.write(line(capture_record(1, record_id="r2")))
-    run([capture], wh)
+    _, snapshot, wh = _grown_with_a_snapshot(tmp_path)
     result = run([snapshot], wh)
     assert (result.files[0].status, result.files[0].accepted) == ("ingested", 0)
     assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
@@ -224,14 +227,7 @@ def test_a_copy_of_a_grown_capture_s_first_content_adds_nothing_and_hides_nothin
 def test_a_copy_of_a_capture_s_first_content_in_the_batch_that_forces_it_hides_nothing(
     tmp_path: Path,
 ) -> None:
-    capture = _capture(tmp_path / "live.jsonl", ["r1"])
-    snapshot = tmp_path / "snapshot.jsonl"
-    snapshot.write_bytes(capture.read_bytes())
-    wh = tmp_path / "wh"
-    run([capture], wh)
-    with capture.open("ab") as fh:
-        fh.write(line(capture_record(1, record_id="r2")))
-    run([capture], wh)
+    capture, snapshot, wh = _grown_with_a_snapshot(tmp_path)
     run([capture, snapshot], wh, force=True)
     assert [rid for rid, _ in _seen(wh)] == ["r1", "r2"]
 
