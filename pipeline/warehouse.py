@@ -199,8 +199,11 @@ class Warehouse:
         """Delete what readers no longer see: parts without a manifest (an ingest that did not
         finish), temporary files, and generations replaced more than REPLACED_GRACE_S ago."""
         stems = self.manifest_stems()
-        done = live(stems)
-        removed = sum(self.remove_stem(stem) for stem in self._replaced_long_ago(stems, done))
+        expired = self._replaced_long_ago(stems, live(stems))
+        removed = sum(self.remove_stem(stem) for stem in expired)
+        # Parts with a manifest stay: those readers see, and those of a generation replaced
+        # within the grace, which a reader that listed them before the switch may still open.
+        kept = stems - set(expired)
         for table in TABLES:
             base = self.root / table
             if not base.is_dir():
@@ -208,7 +211,7 @@ class Warehouse:
             for path in base.rglob("*"):
                 stale_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
                 orphan = (
-                    table != "sources" and path.suffix == ".parquet" and stem_of(path) not in done
+                    table != "sources" and path.suffix == ".parquet" and stem_of(path) not in kept
                 )
                 if path.is_file() and (stale_tmp or orphan):
                     path.unlink()

@@ -115,6 +115,18 @@ def test_a_reader_that_listed_the_old_rows_before_the_switch_can_still_read_them
     assert [r[0] for r in con.sql("SELECT request_id FROM requests").fetchall()] == ["r1"]
 
 
+def test_a_reader_that_listed_the_old_rows_can_still_read_them_after_another_ingest(
+    tmp_path: Path,
+) -> None:
+    """An ingest within the grace, of anything, keeps the replaced generation's parts (not
+    only its manifest): they have a manifest, so they are no orphans."""
+    capture, wh = _ingested_then_grown(tmp_path)
+    con = sql.connect(Warehouse(wh))
+    run([capture], wh)
+    run([_capture(tmp_path / "other.jsonl", ["o1"])], wh)
+    assert [r[0] for r in con.sql("SELECT request_id FROM requests").fetchall()] == ["r1"]
+
+
 def test_an_ingest_after_the_grace_removes_replaced_generations_and_one_before_keeps_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
