@@ -1032,14 +1032,11 @@ def _ingest_locked(
                 unreadable[digest] = fr
             continue
         digest, size = hash_and_size(path)
-        entry = None if digest in pending else known.get(digest)
-        if digest in pending or (entry and not force):
-            result.files.append(FileResult(str(path), fmt, "unchanged", size_bytes=size))
-            continue
-        fr = FileResult(str(path), fmt, "ingested", size_bytes=size)
-        new_generation(warehouse, fr, digest, entry, supersede(known, path, digest))
-        pending[digest] = fr
+        fr = claim(warehouse, known, pending, path, fmt, digest, size, force)
         result.files.append(fr)
+        if fr.status == "unchanged":
+            continue
+        pending[digest] = fr
         plans.append(with_stem(plan(path, fmt, digest, size), fr.stem))
     total = sum(fr.size_bytes for fr in pending.values())
     run = _Run(pending, total, progress)
@@ -1061,6 +1058,27 @@ def _ingest_locked(
     if options.providers_file:
         warn_unmatched_rules(Path(options.providers_file), run.matched_rules, result)
     return result
+
+
+def claim(
+    warehouse: Warehouse,
+    known: Manifest,
+    pending: dict[str, FileResult],
+    path: Path,
+    fmt: str,
+    digest: str,
+    size: int,
+    force: bool,
+) -> FileResult:
+    """What ingest does with one input file (either engine): nothing ("unchanged") when its
+    content is in the warehouse already, or earlier in this batch, and --force is not given;
+    else ingest it ("ingested") under a new generation (`new_generation`)."""
+    entry = None if digest in pending else known.get(digest)
+    if digest in pending or (entry and not force):
+        return FileResult(str(path), fmt, "unchanged", size_bytes=size)
+    fr = FileResult(str(path), fmt, "ingested", size_bytes=size)
+    new_generation(warehouse, fr, digest, entry, supersede(known, path, digest))
+    return fr
 
 
 def new_generation(

@@ -188,13 +188,14 @@ def connect(
     options = options or SqlOptions()
     queries = load_queries()
     wanted = needed(only, queries) if only is not None else set(queries)
-    # Once per session, not per view (it reads every manifest file), before the parts are listed.
-    state = warehouse_state(wh) if use_derived and wanted & set(MATERIALISED) else None
+    # Every table as of one moment: an ingest replacing a source meanwhile must not leave its
+    # old requests beside its new segments. The stamps of stored views are checked against
+    # the same files (once per session, not per view: it reads every manifest file).
+    snapshot = wh.snapshot(TABLES)
+    state = warehouse_state(wh, snapshot) if use_derived and wanted & set(MATERIALISED) else None
     con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
-    # Every table as of one moment: an ingest replacing a source meanwhile must not leave its
-    # old requests beside its new segments.
-    for table, files in wh.snapshot(TABLES).items():
+    for table, files in snapshot.items():
         _register_raw(con, table, files)
     for provider in TABLE_PROVIDERS:
         importlib.import_module(provider).register(con, options)
@@ -247,7 +248,7 @@ def _data_files(options: SqlOptions) -> list[Path]:
     return files
 
 
-def warehouse_state(wh: Warehouse) -> str:
+def warehouse_state(wh: Warehouse, files: dict[str, list[Path]] | None = None) -> str:
     """Digest of the rows readers see: what a stored view's stamp says it was computed from.
 
     A source's parts become visible with its manifest file and go with it, and every ingest of
@@ -255,23 +256,20 @@ def warehouse_state(wh: Warehouse) -> str:
     rewrites the rows under the same key (the key alone did not change: audit F1). So the bytes
     of every manifest file change whenever rows do; the name and size of every visible part are
     added for parts removed or replaced by other means. No mtimes: a copied warehouse keeps its
-    stored views."""
+    stored views. `files`: the `Warehouse.snapshot` the caller reads, when it has one."""
     digest = hashlib.sha256(b"warehouse\n")
-    keys: set[str] = set()
-    for stem in sorted(wh.live_stems()):
+    files = files if files is not None else wh.snapshot(TABLES)
+    for path in files["sources"]:
         try:
-            data = (wh.root / "sources" / f"{stem}.parquet").read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
             continue  # removed meanwhile (an ingest replacing it): the digest differs anyway
-        keys.add(stem)
-        digest.update(f"manifest {stem} {len(data)}\n".encode())
+        digest.update(f"manifest {stem_of(path)} {len(data)}\n".encode())
         digest.update(data)
     for table in TABLES:
         if table == "sources":
             continue
-        for path in sorted((wh.root / table).rglob("*.parquet")):
-            if stem_of(path) not in keys:
-                continue  # an unfinished ingest's part, or a replaced one: not visible
+        for path in files[table]:
             try:
                 size = path.stat().st_size
             except FileNotFoundError:

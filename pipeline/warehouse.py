@@ -9,8 +9,8 @@ Layout:
 
 A stem is `<key>.<generation>`: the source key (the first 16 hex chars of the content hash of
 the file first ingested under it, unless another source holds those) and a generation (16 hex
-digits, growing). Warehouses written
-before generations have stems that are a bare key: the lowest generation of that key.
+digits, growing). Warehouses written before generations have stems that are a bare key: the
+lowest generation of that key.
 
 Every file is written under a temporary name and renamed into place, so readers never see a
 half-written file. A source counts as ingested only once its manifest file exists: readers

@@ -32,11 +32,10 @@ from pipeline.ingest import (
     ProgressFn,
     Task,
     Worker,
+    claim,
     hash_file,
-    new_generation,
     record_unrecognised,
     split_ranges,
-    supersede,
     warn_unmatched_rules,
     with_stem,
     write_manifests,
@@ -152,16 +151,12 @@ def ingest(
                 if fr.status == "ingested":
                     unreadable[digest] = fr
                 continue
-            entry = None if s["hash"] in pending else known.get(s["hash"])
-            if s["hash"] in pending or (entry and not force):
-                fr = FileResult(s["path"], s["format"], "unchanged", size_bytes=s["size"])
-                result.files.append(fr)
-                continue
-            fr = FileResult(s["path"], s["format"], "ingested", size_bytes=s["size"])
-            grown = supersede(known, Path(s["path"]), s["hash"])
-            new_generation(warehouse, fr, s["hash"], entry, grown)
-            pending[s["hash"]] = fr
+            path, digest = Path(s["path"]), s["hash"]
+            fr = claim(warehouse, known, pending, path, s["format"], digest, s["size"], force)
             result.files.append(fr)
+            if fr.status == "unchanged":
+                continue
+            pending[digest] = fr
             tasks.extend(with_stem(tasks_of(s), fr.stem))
         matched: set[int] = set()
         if tasks:
