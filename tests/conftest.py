@@ -15,8 +15,9 @@ import pytest
 os.environ["TZ"] = "UTC"
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT.parent / "shared" / "reference" / "samples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Real provider payloads from public repositories; where each came from is in PROVENANCE.md there.
+SAMPLES = FIXTURES / "samples"
 
 
 @pytest.fixture

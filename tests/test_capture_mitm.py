@@ -17,6 +17,7 @@ from pathlib import Path
 import openai
 import orjson
 import pytest
+from conftest import SAMPLES
 from fixtures.capture.fake_upstream import OPENAI_JSON, OPENAI_STREAM, FakeUpstream, sample_bytes
 from fixtures.capture.harness import capture_lines, free_port, ingest_rows, serving, wait_until
 
@@ -24,7 +25,6 @@ from pipeline.capture.exchange import Hints
 from pipeline.capture.mitm_flow import ChunkTap, FlowSnapshot, outcome_for, snapshot_record, wanted
 from pipeline.capture_format import parse_record
 
-SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "samples"
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 

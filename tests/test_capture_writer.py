@@ -8,12 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
+from conftest import SAMPLES
 from fixtures.capture.harness import ingest_rows
 
 from pipeline.capture.writer import CaptureWriter
 from pipeline.capture_format import dumps_record, make_record
-
-SAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "samples"
 
 
 def _record(i: int) -> dict[str, object]:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import SAMPLES
 
 from pipeline import sql as sqlmod
 from pipeline.dialects import messages
 from pipeline.warehouse import Warehouse
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
 _spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
 assert _spec and _spec.loader
 tiny = importlib.util.module_from_spec(_spec)

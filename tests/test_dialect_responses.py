@@ -4,16 +4,14 @@ errors, keep-alives, and arrival times from capture chunk timings."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import orjson
+from conftest import SAMPLES
 
 from pipeline.dialects import chat_completions, converse, generate_content, messages, responses
 from pipeline.eventstream import encode_message
 from pipeline.normalise import normalise
 from pipeline.records import Exchange
-
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
 
 
 def sse(*events: tuple[str | None, object]) -> bytes:

@@ -5,11 +5,11 @@ reasoning, `data:` without a space, errors, odd values) and on every stream samp
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from conftest import SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_samples import response_for
@@ -17,7 +17,6 @@ from test_samples import response_for
 from pipeline.dialects import chat_completions as cc
 from pipeline.streams import is_plain_data_stream, plain_frame_at
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
 STREAM_SAMPLES = sorted(
     p.name for p in SAMPLES.iterdir() if p.name.endswith((".sse", ".chunks.jsonl"))
 )

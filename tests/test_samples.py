@@ -1,8 +1,9 @@
 """Every reference sample normalises to exact, hand-computed values.
 
 tests/fixtures/dialects/expected.json is the fixture table (sqlglot style): one entry per file in
-shared/reference/samples/, with every normalised column worked out by hand from the sample body
-and the rulebook (the `_how` note says how). This module builds an Exchange per sample (URL from
+tests/fixtures/samples/, with every normalised column worked out by hand from the sample body
+and the provider's documented usage semantics (docs/providers.md; the `_how` note says how).
+This module builds an Exchange per sample (URL from
 the manifest's request_uri, else the dialect's public endpoint), re-framing `.chunks.jsonl`
 payload files as the SSE the provider sends, and runs it through `normalise`.
 """
@@ -16,11 +17,11 @@ from typing import Any
 
 import orjson
 import pytest
+from conftest import SAMPLES
 
 from pipeline.normalise import normalise
 from pipeline.records import Exchange
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
 EXPECTED_FILE = Path(__file__).resolve().parent / "fixtures" / "dialects" / "expected.json"
 EXPECTED: dict[str, dict[str, Any]] = json.loads(EXPECTED_FILE.read_text())
 COLUMNS = [
@@ -72,7 +73,7 @@ def manifest() -> dict[str, dict[str, Any]]:
 
 def sample_files() -> list[str]:
     return sorted(
-        p.name for p in SAMPLES.iterdir() if p.name not in ("_manifest.json", "sources.md")
+        p.name for p in SAMPLES.iterdir() if p.name not in ("_manifest.json", "PROVENANCE.md")
     )
 
 

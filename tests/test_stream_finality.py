@@ -1,5 +1,5 @@
-"""Which usage object of a stream is final, and what a stream's end says (rulebook
-shared/reference/provider-usage.md section 5 Gemini, 8.4 last non-null usage, 8.5 in-band errors).
+"""Which usage object of a stream is final, and what a stream's end says (Gemini usage metadata,
+the last non-null usage of a stream, in-band errors).
 
 - Gemini/Vertex: a `usageMetadata` without counts (`{"trafficType": "ON_DEMAND"}`) is no usage
   report; counts before the finish chunk are running totals, prompt included, so they are never

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
 
 import pytest
+from conftest import SAMPLES
 
 from pipeline.eventstream import EventStreamError, encode_message, iter_eventstream
 from pipeline.streams import iter_json_array, iter_sse, looks_like_sse
-
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
 
 
 def test_sse_events_split_on_blank_lines_with_lf_crlf_and_cr() -> None:

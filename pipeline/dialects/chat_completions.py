@@ -1,7 +1,8 @@
 """OpenAI Chat Completions and every server that speaks it (DeepSeek, vLLM, SGLang, OpenRouter,
 Zhipu GLM, Alibaba DashScope, Groq, Moonshot).
 
-Usage (rulebook: shared/reference/provider-usage.md sections 1, 2, 6):
+Usage (docs/providers.md; https://platform.openai.com/docs/api-reference/chat/object,
+https://api-docs.deepseek.com/guides/kv_cache):
 - input_tokens = prompt_tokens, which INCLUDES cached tokens for every server here.
 - cache read: DeepSeek `prompt_cache_hit_tokens` (the field its guide tells users to read), else
   `prompt_tokens_details.cached_tokens`, else Moonshot's top-level `cached_tokens` (secondary

@@ -1,5 +1,5 @@
 """What the simulator says back: a deterministic non-answer (or a forced tool call), and the
-exact usage objects each provider returns (shared/reference/provider-usage.md sections 1-4).
+exact usage objects each provider returns (the shapes of their API references; docs/providers.md).
 
 The answer text always starts with SIMULATOR_TAG so nobody mistakes it for a model's output.
 """

@@ -2,7 +2,7 @@
 
 Time is passed in (seconds, any monotonic clock) so tests can step it by hand. A namespace is
 whatever the caller says shares a cache (the server uses API key fingerprint + model). Every
-constant comes from `pipeline.simulate.rules` (sources: shared/reference/caching-rules.md).
+constant comes from `pipeline.simulate.rules` (each with its public source there).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Every number the simulator's cache models use, in one place.
 
-Source for each: /work/shared/reference/caching-rules.md (A3 DeepSeek, A4 OpenAI, A5 Anthropic).
+Sources: DeepSeek https://api-docs.deepseek.com/guides/kv_cache, OpenAI
+https://platform.openai.com/docs/guides/prompt-caching, Anthropic
+https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching.
 Where the shared rule table `pipeline/rules/cache_rules.csv` has the same number (current rows:
 no `valid_to`), that table wins, so the simulator and the diagnosis views never disagree; the
 constants below are the fallback when the table is missing or a cell is empty.
