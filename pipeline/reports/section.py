@@ -3,6 +3,8 @@ Vega-Lite specs) and/or an escaped HTML body, or a note saying why it is not ava
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +53,17 @@ def unavailable(key: str, title: str, caption: str, reason: str) -> Section:
 class Column:
     key: str
     label: str
-    kind: str = "text"  # text, int, ratio, ms, money, time, code
+    kind: str = "text"  # text, int, ratio, ms, money, time, code, conversation
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def conversation_page(conversation_id: str) -> str:
+    """The file name of a conversation's page (`cacheaudit report conversation`), beside the
+    weekly pages: one that cannot leave the out dir, unique per id (a hash of the exact id)."""
+    digest = hashlib.sha256(conversation_id.encode()).hexdigest()[:10]
+    return f"conversation-{_UNSAFE.sub('_', conversation_id)[:60]}-{digest}.html"
 
 
 def fmt(value: Any, kind: str) -> str:
@@ -70,6 +82,8 @@ def fmt(value: Any, kind: str) -> str:
         return escape.text(str(value).replace("T", " ")[:19])
     if kind == "code":
         return f"<code>{escape.text(value)}</code>"
+    if kind == "conversation":  # a relative link: the pages sit side by side, offline
+        return f'<a href="{escape.text(conversation_page(str(value)))}">{escape.text(value)}</a>'
     return escape.text(value)
 
 
