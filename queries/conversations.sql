@@ -22,10 +22,10 @@
 --      published), e.g. after an error. A re-send of a processed request, however it was
 --      linked (a session, or the history of a later turn sent twice), is link_method
 --      `resend`: its parent is the request it repeats, in its own conversation, and it is no
---      cache break. A re-send of a refused request is the turn itself. The model is the one that served the request
---      (request_prefix.model): a refused request, whose error body names no model, has the
---      model its name was answered with, so a 429 on gpt-4.1 and its retry answered as
---      gpt-4.1-2025-04-14 are the same request.
+--      cache break. A re-send of a refused request is the turn itself. The model is the one
+--      that served the request (request_prefix.model): a refused request, whose error body
+--      names no model, has the model its name was answered with, so a 429 on gpt-4.1 and its
+--      retry answered as gpt-4.1-2025-04-14 are the same request.
 --   4. Else the prefix: the earlier request it shares the longest prefix with, when that
 --      prefix reaches into the history (an edited or summarised history, or a fork: the same
 --      history with another last message, as parallel requests send).
