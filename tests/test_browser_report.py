@@ -186,11 +186,17 @@ def test_the_hit_ratio_line_breaks_over_days_without_data(gap_pages: dict[str, P
 def test_conversation_ids_link_to_their_pages_which_open_offline(demo_page: Path) -> None:
     dom = browser.dump_dom(demo_page)
     top = dom[dom.index("Top conversations by tokens lost") :]
+    top = top[: top.index("</table>")]
     links = re.findall(r'<td><a href="([^"]+)">([^<]+)</a></td>', top)
     assert links, "no conversation link in the top conversations table"
     for href, conversation_id in links:
         assert href == conversation_page(conversation_id)  # relative: beside the weekly page
-        assert (demo_page.parent / href).is_file()
+    # every conversation link of the page (top breaks, hygiene examples) opens a written page
+    hrefs = set(re.findall(r'<a href="(conversation-[^"]+)">', dom))
+    assert len(hrefs) >= len(links)
+    assert all((demo_page.parent / href).is_file() for href in hrefs)
+    hygiene = dom[dom.index("Prefix hygiene findings") :]
+    assert re.search(r'<td><a href="conversation-[^"]+">[^<]+</a></td>', hygiene)
     page = demo_page.parent / links[0][0]
     status = browser.render_status(page)
     assert (status["errors"], status["resources"]) == ([], 0)

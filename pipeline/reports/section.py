@@ -53,7 +53,9 @@ def unavailable(key: str, title: str, caption: str, reason: str) -> Section:
 class Column:
     key: str
     label: str
-    kind: str = "text"  # text, int, ratio, ms, money, time, code, conversation
+    kind: str = "text"  # text, int, ratio, ms, money, time, code
+    # the row key of a conversation id: the cell links to that conversation's page
+    link: str | None = None
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -82,9 +84,17 @@ def fmt(value: Any, kind: str) -> str:
         return escape.text(str(value).replace("T", " ")[:19])
     if kind == "code":
         return f"<code>{escape.text(value)}</code>"
-    if kind == "conversation":  # a relative link: the pages sit side by side, offline
-        return f'<a href="{escape.text(conversation_page(str(value)))}">{escape.text(value)}</a>'
     return escape.text(value)
+
+
+def _linked(column: Column, row: dict[str, Any]) -> str:
+    """The cell's HTML, inside a link to its conversation's page when the column has one: a
+    relative link, as the pages sit side by side and open offline."""
+    inner = fmt(row.get(column.key), column.kind)
+    target = row.get(column.link) if column.link else None
+    if target is None:
+        return inner
+    return f'<a href="{escape.text(conversation_page(str(target)))}">{inner}</a>'
 
 
 def _cell(tag: str, numeric: bool, inner: str) -> str:
@@ -95,9 +105,7 @@ def table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], css: str = 
     numeric = {"int", "ratio", "ms", "money"}
     head = "".join(_cell("th", c.kind in numeric, escape.text(c.label)) for c in columns)
     body = "".join(
-        "<tr>"
-        + "".join(_cell("td", c.kind in numeric, fmt(row.get(c.key), c.kind)) for c in columns)
-        + "</tr>"
+        "<tr>" + "".join(_cell("td", c.kind in numeric, _linked(c, row)) for c in columns) + "</tr>"
         for row in rows
     )
     table_open = f'<table class="{escape.text(css)}">' if css else "<table>"

@@ -42,7 +42,7 @@ TOP_CAPTION = (
 )
 TOP_COLUMNS = (
     Column("rank", "#", "int"),
-    Column("conversation_id", "Conversation", "conversation"),
+    Column("conversation_id", "Conversation", link="conversation_id"),
     Column("agent", "Agent"),
     Column("tokens_lost", "Tokens lost", "int"),
     Column("breaks", "Breaks", "int"),
