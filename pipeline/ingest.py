@@ -51,8 +51,15 @@ from pipeline.errors import InputError, PipelineError
 from pipeline.normalise import Normalised, RejectRecord, Skip, normalise
 from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
-from pipeline.sources import compression_of, detect_format, iter_source, open_counted
+from pipeline.sources import (
+    compression_of,
+    damage_of,
+    detect_format,
+    iter_source,
+    open_counted,
+)
 from pipeline.sources.capture import redact_excerpt
+from pipeline.sources.otlp import SPAN_INDEX_STRIDE
 from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, key_of, source_key
 
 CHUNK_BYTES = 32 * 1024 * 1024  # one task's share of a file the workers read themselves
@@ -250,6 +257,10 @@ def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
                 if carry:
                     yield Task(str(path), fmt, digest, first_lineno=lineno, lines=carry,
                                weight=raw.tell() - consumed)  # fmt: skip
+                    lineno += 1
+                damage = damage_of(stream)
+                if damage is not None:
+                    yield _damage_task(path, fmt, digest, lineno, damage)
                 return
             cut = block.rfind(b"\n") + 1
             if cut == 0:
@@ -264,6 +275,14 @@ def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
             lineno += count_lines(lines, 0, len(lines))
 
 
+def _damage_task(path: Path, fmt: str, digest: str, lineno: int, damage: str) -> Task:
+    """One reject for the part of a damaged compressed file that could not be read, at the
+    line (or entry) after the last one read: the records before it land as usual."""
+    index = lineno * SPAN_INDEX_STRIDE if fmt == "otlp_json" else lineno
+    print(f"{path}: {damage}; the records before it are kept", file=sys.stderr)
+    return Task(str(path), fmt, digest, items=[Reject(str(path), index, damage, "")])
+
+
 def _har_batches(path: Path, digest: str) -> Iterator[Task]:
     """Batches of read HAR entries, about BATCH_BYTES of bodies each, in order."""
     from pipeline.sources.har import iter_entries, read_entry
@@ -272,10 +291,11 @@ def _har_batches(path: Path, digest: str) -> Iterator[Task]:
     source = str(path)
     with stream:
         batch: list[Record] = []
-        size, consumed = 0, 0
+        size, consumed, after = 0, 0, 0
         try:
             for index, entry in iter_entries(stream):
                 item = read_entry(entry, source, index)
+                after = index + 1
                 batch.append(item)
                 if isinstance(item, Exchange):
                     size += len(item.request_body) + len(item.response_body) + 512
@@ -286,6 +306,9 @@ def _har_batches(path: Path, digest: str) -> Iterator[Task]:
         except InputError as exc:
             raise InputError(f"{path}: {exc.message}", hint=exc.hint) from None
         yield Task(source, "har", digest, items=batch, weight=raw.tell() - consumed)
+        damage = damage_of(stream)
+        if damage is not None:
+            yield _damage_task(path, "har", digest, after, damage)
 
 
 def plan(path: Path, fmt: str, digest: str, size: int) -> Iterator[Task]:

@@ -17,7 +17,7 @@ from pipeline.redact import (
     is_secret_name,
     redact_text,
 )
-from pipeline.sources import open_binary
+from pipeline.sources import damage_of, open_binary
 
 RANGE_BLOCK = 4 * 1024 * 1024
 
@@ -91,10 +91,14 @@ def read_line(line: bytes, source: str, lineno: int) -> Exchange | Reject | None
 
 def iter_capture(path: Path) -> Iterator[Exchange | Reject]:
     with open_binary(path) as fh:
+        lineno = 0
         for lineno, line in enumerate(fh, start=1):
             item = read_line(line, str(path), lineno)
             if item is not None:
                 yield item
+        damage = damage_of(fh)
+        if damage is not None:
+            yield Reject(str(path), lineno + 1, damage, "")
 
 
 def iter_line_range(path: Path, start: int, end: int) -> Iterator[bytes]:

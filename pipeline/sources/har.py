@@ -30,7 +30,7 @@ from pipeline.capture_format import RecordError, parse_timestamp
 from pipeline.errors import InputError
 from pipeline.records import Exchange, Reject
 from pipeline.redact import account_of, redact_headers, redact_url
-from pipeline.sources import open_binary
+from pipeline.sources import damage_of, open_binary
 
 READ_BYTES = 4 * 1024 * 1024
 # A run of anything but brackets, where strings are consumed whole (so a bracket inside a string
@@ -296,8 +296,13 @@ def read_entry(entry: Any, source: str, index: int) -> Exchange | Reject:
 
 def iter_har(path: Path) -> Iterator[Exchange | Reject]:
     with open_binary(path) as fh:
+        after = 0
         try:
             for index, entry in iter_entries(fh):
                 yield read_entry(entry, str(path), index)
+                after = index + 1
         except InputError as exc:
             raise InputError(f"{path}: {exc.message}", hint=exc.hint) from None
+        damage = damage_of(fh)
+        if damage is not None:
+            yield Reject(str(path), after, damage, "")

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from pipeline.records import Exchange, Reject
-from pipeline.sources import open_binary
+from pipeline.sources import damage_of, open_binary
 from pipeline.sources.capture import redact_excerpt, without_bom
 
 # Spans of one line are numbered within it (see `span_index`); an export batch holds thousands
@@ -217,7 +217,18 @@ def iter_otlp_lines(
 
 def iter_otlp(path: Path) -> Iterator[Exchange | Reject]:
     with open_binary(path) as fh:
-        yield from iter_otlp_lines(fh, str(path), 1)
+        lines = 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal lines
+            for line in fh:
+                lines += 1
+                yield line
+
+        yield from iter_otlp_lines(counted(), str(path), 1)
+        damage = damage_of(fh)
+        if damage is not None:
+            yield Reject(str(path), span_index(lines + 1, 0), damage, "")
 
 
 def iter_otlp_range(
