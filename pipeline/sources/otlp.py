@@ -156,16 +156,36 @@ def span_to_exchange(
     )
 
 
-def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for rs in doc.get("resourceSpans") or ():
+def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]] | str]:
+    """(span, resource attributes) for each span of an export, or for a part of it that is not
+    shaped as OTLP (a string where a list belongs, a span that is no object) why: that part is
+    one reject, so every part of a line is counted (an empty list is an export of no spans)."""
+    resource_spans = doc.get("resourceSpans")
+    if resource_spans is None:
+        return
+    if not isinstance(resource_spans, list):
+        yield "resourceSpans is not a list"
+        return
+    for rs in resource_spans:
         if not isinstance(rs, dict):
+            yield "a resourceSpans element is not an object"
             continue
-        resource = attributes((rs.get("resource") or {}).get("attributes"))
+        resource_obj = rs.get("resource") or {}
+        resource = attributes(
+            resource_obj.get("attributes") if isinstance(resource_obj, dict) else None
+        )
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
+        if not isinstance(scopes, list):
+            yield "scopeSpans is not a list"
+            continue
         for scope in scopes:
-            for span in (scope or {}).get("spans") or ():
-                if isinstance(span, dict):
-                    yield span, resource
+            spans = scope.get("spans") if isinstance(scope, dict) else scope
+            if not isinstance(spans, list):
+                if spans is not None:
+                    yield "a scopeSpans element is not an object with a list of spans"
+                continue
+            for span in spans:
+                yield (span, resource) if isinstance(span, dict) else "a span is not an object"
 
 
 def span_index(lineno: int, ordinal: int) -> int:
@@ -194,7 +214,7 @@ def iter_otlp_lines(
             continue
         spans = _spans(doc)
         last = SPAN_INDEX_STRIDE - 1
-        for ordinal, (span, resource) in enumerate(spans):
+        for ordinal, part in enumerate(spans):
             if ordinal == last and next(spans, None) is not None:
                 # More spans than indices in the line: the line's last index is the one reject
                 # for the excess (so no index reaches into the next line's).
@@ -208,6 +228,10 @@ def iter_otlp_lines(
                 )
                 break
             index = span_index(lineno, ordinal)
+            if isinstance(part, str):
+                yield Reject(source, index, f"OTLP line not readable: {part}", redact_excerpt(line))
+                continue
+            span, resource = part
             try:
                 yield span_to_exchange(span, resource, source, index)
             except (TypeError, ValueError, AttributeError, OverflowError) as exc:
