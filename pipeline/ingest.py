@@ -29,6 +29,7 @@ import multiprocessing as mp
 import operator
 import os
 import queue
+import re
 import select
 import shutil
 import sys
@@ -593,14 +594,35 @@ class Worker:
 
 def fallback_base(item: Exchange) -> str:
     """What identifies a record that has no id (HAR entries, capture records written without
-    one): a hash of when and what was asked (start time, method, URL, request body), not of where
-    it is in its file. The response is left out on purpose: two exports of one session can hold
-    the same exchange with its response cut or missing in one of them (taken while it was still
-    streaming, or saved without content), and it must still be recognised as the same."""
+    one), not where it is in its file: `x<hash>` of when and what was asked (start time, method,
+    URL, request body), then `-<hash>` of the response's own id when its body names one
+    (`response_identity`). Two calls with the same request at the same instant are two
+    exchanges when the provider answered them with two completions.
+
+    Not the response's bytes: two exports of one session can hold the same exchange with its
+    response cut in one of them (taken while it was still streaming), and it must still be
+    recognised as the same; a cut stream names its completion in its first event. An export
+    saved without content names none: `dedupe` matches it to any copy of the same request."""
     h = xxhash.xxh3_64()
     h.update(f"{item.started_at.isoformat()} {item.method} {item.url}\n".encode())
     h.update(item.request_body)
-    return f"x{h.hexdigest()}"
+    identity = response_identity(item.response_body)
+    if identity is None:
+        return f"x{h.hexdigest()}"
+    return f"x{h.hexdigest()}-{xxhash.xxh3_64_hexdigest(identity)[:8]}"
+
+
+# The first `"id"` (OpenAI, Anthropic, Responses, most compatible APIs: the completion's id, in
+# a stream's first event too) or `"responseId"` (Gemini) string in the head of a response body.
+_RESPONSE_ID = re.compile(rb'"(?:id|responseId)"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
+RESPONSE_ID_HEAD = 16 * 1024
+
+
+def response_identity(body: bytes) -> bytes | None:
+    """The id the provider gave this response, or None when its head names none (an error, a
+    body not kept). Only records without an id of their own pay for this search."""
+    match = _RESPONSE_ID.search(body, 0, RESPONSE_ID_HEAD) if body else None
+    return match.group(1) if match else None
 
 
 def fallback_id(item: Exchange, occurrence: int = 0, base: str | None = None) -> str:
