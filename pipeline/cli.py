@@ -34,8 +34,18 @@ class _Group(TyperGroup):
     exits 0 whichever command it is (click exits 1 when the reader stops early)."""
 
     def invoke(self, ctx: Any) -> Any:
-        with to_stdout():
-            return super().invoke(ctx)
+        try:
+            with to_stdout():
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Typer would exit 130 without a word. One line; nothing half-written stays visible
+            # (an ingest's parts land with its manifest, and the next one removes orphans).
+            err("interrupted")
+            raise typer.Exit(130) from None
+        except EOFError as exc:
+            # Typer takes an EOFError for Ctrl-D at a prompt ("Aborted.", exit 1); no command
+            # prompts, so one escaping is a bug and must say so.
+            raise RuntimeError(f"unexpected end of input: {exc}") from exc
 
 
 app = typer.Typer(

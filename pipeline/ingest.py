@@ -32,6 +32,7 @@ import queue
 import re
 import select
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -728,6 +729,9 @@ def _worker_main(
     worker_id: int, root: str, options: Options, tasks: Any, results: Any, parent_pid: int
 ) -> None:  # pragma: no cover - runs in a child process; covered through ingest()
     _tune_gc()
+    # Ctrl-C is the ingest process's to handle (it stops the workers); a worker that raised
+    # KeyboardInterrupt itself would report a traceback as its failure.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = _ParentWatch(parent_pid)
     try:
         worker = Worker(root, options, worker_id)
@@ -804,6 +808,23 @@ def _widen_pipe(q: Any) -> None:
         fcntl.fcntl(writer.fileno(), set_size, PIPE_BYTES)
 
 
+def _start_forkserver_without_ctrl_c() -> None:
+    """Start the fork server (if it is not running) with SIGINT blocked. It imports the
+    workers' modules before it ignores SIGINT itself, so a Ctrl-C in that first second killed
+    it and the workers could not start ("can only join a started process"). A blocked signal
+    stays blocked in it and in the workers it forks: a Ctrl-C reaches the ingest process alone,
+    which stops them, and one that came meanwhile is delivered here when unblocked."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # the mask is per thread; starting from the worker thread is as before
+    from multiprocessing import forkserver
+
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class _Pool:
     """Worker processes, started before the inputs are hashed and planned so that their start-up
     (a fresh interpreter importing pyarrow, ~0.4 s) overlaps that work instead of following it."""
@@ -826,14 +847,34 @@ class _Pool:
         self.exited = 0
         self.spill_dir: str | None = None  # blocks of lines handed to workers as files
         self.spilled = 0
-        # Starting the first worker waits for the fork server to import its modules: do it on a
-        # thread, so the caller hashes and plans meanwhile.
+        self.start_error: BaseException | None = None
+        self.closing = False
+        # Set when the starter thread is done. Waited on instead of joining the thread: a
+        # Ctrl-C that interrupts Thread.join marks a running thread as finished (CPython 3.11),
+        # so a later join returned while a worker was still starting, and the ingest exited
+        # under it (a traceback from the half-started worker).
+        self.started = threading.Event()
+        # Starting the first worker waits for the fork server to import its modules: done on a
+        # thread (`start`), so the caller hashes and plans meanwhile.
         self.starter = threading.Thread(target=self._start, daemon=True)
+
+    def start(self) -> None:
+        """Start the workers, in the background. Separate from creating the pool so that the
+        caller holds it, to `close` it, before any process exists: a Ctrl-C in between left a
+        worker starting after the ingest had exited, and it failed with a traceback."""
+        _start_forkserver_without_ctrl_c()
         self.starter.start()
 
     def _start(self) -> None:
-        for p in self.procs:
-            p.start()
+        try:
+            for p in self.procs:
+                if self.closing:
+                    return
+                p.start()
+        except BaseException as exc:  # the fork server died: `run` reports it
+            self.start_error = exc
+        finally:
+            self.started.set()
 
     def _drain(self, run: _Run, block: bool) -> None:
         while True:
@@ -855,7 +896,9 @@ class _Pool:
             block = False
 
     def run(self, tasks: Iterator[Task], run: _Run) -> None:
-        self.starter.join()
+        self.started.wait()
+        if self.start_error is not None:
+            raise PipelineError(f"could not start the ingest workers: {self.start_error!r}")
         for task in tasks:
             if task.lines is not None:
                 task = self._spill(task)
@@ -887,8 +930,12 @@ class _Pool:
         return dataclasses.replace(task, lines=None, spill=str(spill))
 
     def close(self) -> None:
-        self.starter.join()
+        self.closing = True
+        if self.starter.ident is not None:
+            self.started.wait()
         for p in self.procs:
+            if p.pid is None:
+                continue  # never started (the start failed, or was interrupted)
             if p.is_alive() and self.exited < self.n_workers:
                 p.terminate()
             p.join()
@@ -996,6 +1043,8 @@ def ingest(
             warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
             pool = _Pool(str(warehouse.root), options, n_workers) if n_workers > 1 else None
             try:
+                if pool is not None:
+                    pool.start()
                 result = _ingest_locked(paths, formats, warehouse, force, options, pool, progress)
             finally:
                 if pool is not None:
