@@ -128,6 +128,15 @@ def ingest(
     ] = None,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
+    max_record_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-record-bytes",
+            help="Longest line (one capture record or OTLP export) read; a longer one is one"
+            " reject, read past without being held in memory (a decompression bomb). Local"
+            " engine.",
+        ),
+    ] = 256 * 1024 * 1024,
 ) -> None:
     """Normalise captured exchanges into the warehouse.
 
@@ -166,6 +175,7 @@ def ingest(
                 workers=workers,
                 providers_file=providers,
                 progress=progress.update if progress else None,
+                max_record_bytes=max_record_bytes,
             )
     finally:
         if progress:

@@ -49,7 +49,7 @@ import pyarrow as pa
 import xxhash
 
 from pipeline import __version__, providers, schema
-from pipeline.errors import InputError, PipelineError
+from pipeline.errors import InputError, PipelineError, UsageError
 from pipeline.normalise import Normalised, RejectRecord, Skip, normalise
 from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
@@ -60,7 +60,7 @@ from pipeline.sources import (
     iter_source,
     open_counted,
 )
-from pipeline.sources.capture import redact_excerpt
+from pipeline.sources.capture import redact_excerpt, too_long
 from pipeline.sources.otlp import SPAN_INDEX_STRIDE
 from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, key_of, source_key
 
@@ -81,6 +81,10 @@ SEGMENTS_ALL_WORKERS = 600_000
 FLUSH_REQUESTS = 20_000
 FLUSH_CONTENT_BYTES = 32 * 1024 * 1024
 SEEN_CONTENT_MAX = 2_000_000  # distinct segment hashes remembered per source (~150 MB at most)
+# The longest line (one capture record, one OTLP export) read; a longer one is one reject, read
+# past without being held (a 132 KB zstd file can hold one line of 4 GiB). Far above any real
+# record: a request carries at most tens of MB of images or documents.
+MAX_RECORD_BYTES = 256 * 1024 * 1024
 
 Record = Exchange | Reject
 # One record (capture) or one batch of spans (OTLP) per line: split at line boundaries.
@@ -140,6 +144,7 @@ class Options:
     keep_content: bool = True
     providers_file: str | None = None
     workers: int = 1  # processes sharing the memory budget (see SEGMENTS_ALL_WORKERS)
+    max_record_bytes: int = MAX_RECORD_BYTES  # a longer line is one reject (`too_long`)
 
     @property
     def flush_segments(self) -> int:
@@ -248,26 +253,59 @@ def _next_line_start(fd: int, pos: int, size: int) -> int:
     return size
 
 
-def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
-    """Blocks of whole lines from a compressed file, decompressed once, in order."""
+def _line_blocks(
+    path: Path, fmt: str, digest: str, limit: int = MAX_RECORD_BYTES
+) -> Iterator[Task]:
+    """Blocks of whole lines from a compressed file, decompressed once, in order. A line longer
+    than `limit` is read past in blocks, never held, and is one reject (`too_long`)."""
     stream, raw = open_counted(path)
     with stream:
         lineno, carry, consumed = 1, b"", 0
+        long_head: bytes | None = None  # the start of a line too long to keep, being read past
+        long_size = 0
+        held: list[bytes] = []  # blocks of a line longer than a block, after `carry`
+        held_size = 0
         while True:
             block = stream.read(BATCH_BYTES)
             if not block:
-                if carry:
-                    yield Task(str(path), fmt, digest, first_lineno=lineno, lines=carry,
+                if long_head is not None:
+                    yield _too_long_task(path, fmt, digest, lineno, long_head, long_size, limit)
+                    lineno += 1
+                elif carry or held:
+                    last = carry + b"".join(held)
+                    yield Task(str(path), fmt, digest, first_lineno=lineno, lines=last,
                                weight=raw.tell() - consumed)  # fmt: skip
                     lineno += 1
                 damage = damage_of(stream)
                 if damage is not None:
                     yield _damage_task(path, fmt, digest, lineno, damage)
                 return
+            if long_head is not None:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    long_size += len(block)
+                    continue
+                long_size += nl + 1
+                yield _too_long_task(path, fmt, digest, lineno, long_head, long_size, limit)
+                lineno += 1
+                long_head = None
+                block = block[nl + 1 :]
+                if not block:
+                    continue
             cut = block.rfind(b"\n") + 1
             if cut == 0:
-                carry += block  # one line longer than a block: keep reading
+                # One line longer than a block: keep reading, joined once its end is found
+                # (adding block by block copied the line once per block).
+                held.append(block)
+                held_size += len(block)
+                if len(carry) + held_size > limit:
+                    long_head = (carry + b"".join(b[:400] for b in held[:400]))[:400]
+                    long_size = len(carry) + held_size
+                    carry, held, held_size = b"", [], 0
                 continue
+            if held:
+                carry += b"".join(held)
+                held, held_size = [], 0
             lines = carry + block[:cut] if carry else block[:cut] if cut < len(block) else block
             carry = block[cut:]
             position = raw.tell()
@@ -275,6 +313,14 @@ def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
                        weight=position - consumed)  # fmt: skip
             consumed = position
             lineno += count_lines(lines, 0, len(lines))
+
+
+def _too_long_task(
+    path: Path, fmt: str, digest: str, lineno: int, head: bytes, size: int, limit: int
+) -> Task:
+    index = lineno * SPAN_INDEX_STRIDE if fmt == "otlp_json" else lineno
+    reject = Reject(str(path), index, too_long(size, limit), redact_excerpt(head))
+    return Task(str(path), fmt, digest, items=[reject])
 
 
 def _damage_task(path: Path, fmt: str, digest: str, lineno: int, damage: str) -> Task:
@@ -313,12 +359,14 @@ def _har_batches(path: Path, digest: str) -> Iterator[Task]:
             yield _damage_task(path, "har", digest, after, damage)
 
 
-def plan(path: Path, fmt: str, digest: str, size: int) -> Iterator[Task]:
+def plan(
+    path: Path, fmt: str, digest: str, size: int, max_record: int = MAX_RECORD_BYTES
+) -> Iterator[Task]:
     if fmt == "har":
         return _har_batches(path, digest)
     if fmt in LINE_FORMATS:
         if compression_of(path) is not None:
-            return _line_blocks(path, fmt, digest)
+            return _line_blocks(path, fmt, digest, max_record)
         return (
             Task(str(path), fmt, digest, start=s, end=e, first_lineno=ln, weight=e - s)
             for s, e, ln in iter_ranges(path, size)
@@ -520,18 +568,16 @@ class Worker:
     def _records(self, task: Task) -> Iterable[Record]:
         if task.items is not None:
             return task.items
+        limit = self.options.max_record_bytes
         if task.spill is not None:
-            return _spilled_records(task)
+            return _spilled_records(task, limit)
         if task.lines is not None:
-            return _line_records(task, io.BytesIO(task.lines))
+            return _line_records(task, io.BytesIO(task.lines), limit)
         if task.start is not None and task.end is not None:
-            if task.fmt == "otlp_json":
-                from pipeline.sources.otlp import iter_otlp_range
+            from pipeline.sources.capture import iter_line_range
 
-                return iter_otlp_range(Path(task.path), task.start, task.end, task.first_lineno)
-            from pipeline.sources.capture import iter_capture_range
-
-            return iter_capture_range(Path(task.path), task.start, task.end, task.first_lineno)
+            lines = iter_line_range(Path(task.path), task.start, task.end, limit)
+            return _line_records(task, lines, limit)
         records: Iterable[Record] = iter_source(Path(task.path), task.fmt)  # type: ignore[assignment]
         return records
 
@@ -637,18 +683,19 @@ def fallback_id(item: Exchange, occurrence: int = 0, base: str | None = None) ->
     return f"{base or fallback_base(item)}:{occurrence}"
 
 
-def _line_records(task: Task, lines: Iterable[bytes]) -> Iterator[Record]:
-    """The records of a block of the task's lines, read as lines of its format."""
+def _line_records(task: Task, lines: Iterable[bytes], limit: int) -> Iterator[Record]:
+    """The records of a block of the task's lines, read as lines of its format; a line longer
+    than `limit` is one reject."""
     if task.fmt == "otlp_json":
         from pipeline.sources.otlp import iter_otlp_lines
 
-        return iter_otlp_lines(lines, task.path, task.first_lineno)
+        return iter_otlp_lines(lines, task.path, task.first_lineno, limit)
     from pipeline.sources.capture import iter_capture_lines
 
-    return iter_capture_lines(lines, task.path, task.first_lineno)
+    return iter_capture_lines(lines, task.path, task.first_lineno, limit)
 
 
-def _spilled_records(task: Task) -> Iterator[Record]:
+def _spilled_records(task: Task, limit: int) -> Iterator[Record]:
     """The records of a block of lines the parent spilled to a file; the file is removed once
     read (the parent removes what a failed worker left)."""
     from pipeline.sources.capture import iter_line_range
@@ -656,7 +703,7 @@ def _spilled_records(task: Task) -> Iterator[Record]:
     assert task.spill is not None
     spill = Path(task.spill)
     try:
-        yield from _line_records(task, iter_line_range(spill, 0, spill.stat().st_size))
+        yield from _line_records(task, iter_line_range(spill, 0, spill.stat().st_size), limit)
     finally:
         spill.unlink(missing_ok=True)
 
@@ -1021,8 +1068,10 @@ def ingest(
     workers: int | None = None,
     providers_file: Path | None = None,
     progress: ProgressFn | None = None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> IngestResult:
-    """Ingest files into the warehouse; `progress(done_bytes, total_bytes)` runs as tasks end."""
+    """Ingest files into the warehouse; `progress(done_bytes, total_bytes)` runs as tasks end.
+    A line (capture record, OTLP export) longer than `max_record_bytes` is one reject."""
     if not paths:
         raise InputError("no input files", hint="cacheaudit ingest CAPTURE.jsonl [MORE ...]")
     if providers_file is not None:
@@ -1033,7 +1082,11 @@ def ingest(
     n_workers = max(1, workers or os.cpu_count() or 1)
     if sum(_work_estimate(p) for p in paths) < PARALLEL_MIN_BYTES:
         n_workers = 1  # worker start-up would cost more than it saves
-    options = Options(keep_content, str(providers_file) if providers_file else None, n_workers)
+    if max_record_bytes < 1:
+        raise UsageError("--max-record-bytes must be at least 1")
+    options = Options(
+        keep_content, str(providers_file) if providers_file else None, n_workers, max_record_bytes
+    )
     created = _is_new(warehouse)
     with warehouse.lock():
         # Again under the lock: an ingest that failed while this one waited for the lock may
@@ -1131,7 +1184,7 @@ def _ingest_locked(
         if fr.status == "unchanged":
             continue
         pending[digest] = fr
-        plans.append(with_stem(plan(path, fmt, digest, size), fr.stem))
+        plans.append(with_stem(plan(path, fmt, digest, size, options.max_record_bytes), fr.stem))
     total = sum(fr.size_bytes for fr in pending.values())
     run = _Run(pending, total, progress)
     if progress and total:

@@ -25,7 +25,7 @@ import orjson
 
 from pipeline.records import Exchange, Reject
 from pipeline.sources import damage_of, open_binary
-from pipeline.sources.capture import redact_excerpt, without_bom
+from pipeline.sources.capture import NO_LIMIT, long_line_reject, redact_excerpt, without_bom
 
 # Spans of one line are numbered within it (see `span_index`); an export batch holds thousands
 # of spans at most, far below this. A line with more spans keeps the first STRIDE - 1 and gives
@@ -196,10 +196,16 @@ def span_index(lineno: int, ordinal: int) -> int:
 
 
 def iter_otlp_lines(
-    lines: Iterable[bytes], source: str, first_lineno: int
+    lines: Iterable[bytes], source: str, first_lineno: int, limit: int = NO_LIMIT
 ) -> Iterator[Exchange | Reject]:
-    """Spans of consecutive OTLP lines, the first being line `first_lineno`."""
+    """Spans of consecutive OTLP lines, the first being line `first_lineno`; a line longer
+    than `limit` is one reject."""
     for lineno, line in enumerate(lines, start=first_lineno):
+        if type(line) is not bytes or len(line) > limit:
+            long = long_line_reject(line, source, span_index(lineno, 0), limit)
+            if long is not None:
+                yield long
+                continue
         line = without_bom(line, lineno)
         if not line.strip():
             continue
