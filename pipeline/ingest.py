@@ -108,6 +108,9 @@ class FileResult:
     # Generations this ingest replaces (--force, a grown capture): hidden when its manifest
     # lands, so readers see the old rows until then, never none; removed by a later ingest.
     replaces: list[str] = field(default_factory=list)
+    # (inode, size, mtime in ns) before it was hashed: a file changed while it was read is
+    # rejected whole (`changed_under_us`), not half counted.
+    stamp: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -179,6 +182,11 @@ def _windows(fd: int, start: int, end: int) -> Iterator[tuple[int, mmap.mmap]]:
     towards this process's memory beyond one window."""
     pos = start - start % mmap.ALLOCATIONGRANULARITY
     while pos < end:
+        # A file cut short since: no window past its end (mapping one fails; one mapped before
+        # the cut kills the process when touched). The ingest then rejects the file.
+        end = min(end, os.fstat(fd).st_size)
+        if pos >= end:
+            return
         length = min(HASH_BLOCK, end - pos)
         yield pos, mmap.mmap(fd, length, offset=pos, access=mmap.ACCESS_READ)
         pos += length
@@ -708,6 +716,11 @@ def _spilled_records(task: Task, limit: int) -> Iterator[Record]:
         spill.unlink(missing_ok=True)
 
 
+def unreadable_reason(exc: OSError) -> str:
+    """Why a worker could not read its share of a file (deleted or cut under it)."""
+    return f"could not be read to the end while it was being ingested: {exc.strerror or exc}"
+
+
 def _tune_gc() -> None:
     # Rows are built from many short-lived containers; the default gen-0 threshold (700) makes
     # the collector walk the growing buffers again and again. Nothing here makes cycles.
@@ -783,7 +796,10 @@ def _worker_main(
     try:
         worker = Worker(root, options, worker_id)
         while (task := _next_task(tasks, parent)) is not None:
-            results.put(("done", task.source_hash, task.weight, worker.run(task)))
+            try:
+                results.put(("done", task.source_hash, task.weight, worker.run(task)))
+            except OSError as exc:  # its file went away or changed: that file is rejected
+                results.put(("failed", task.source_hash, task.weight, unreadable_reason(exc)))
         worker.finish()
         results.put(("exit", worker_id, 0, sorted(worker.matched_rules)))
     except BaseException as exc:  # report anything to the parent, which raises it
@@ -803,6 +819,11 @@ class _Run:
         self.files, self.total, self.progress = files, total, progress
         self.done = 0
         self.matched_rules: set[int] = set()  # --providers entries some record's host matched
+        self.failed: dict[str, str] = {}  # sources a worker could not read to the end: why
+
+    def fail(self, digest: str, weight: int, reason: str) -> None:
+        self.failed.setdefault(digest, reason)
+        self.done += weight
 
     def apply(self, digest: str, weight: int, counts: Counts) -> None:
         fr = self.files[digest]
@@ -821,7 +842,10 @@ def _run_inline(tasks: Iterator[Task], root: str, options: Options, run: _Run) -
     try:
         worker = Worker(root, options, 0)
         for task in tasks:
-            run.apply(task.source_hash, task.weight, worker.run(task))
+            try:
+                run.apply(task.source_hash, task.weight, worker.run(task))
+            except OSError as exc:
+                run.fail(task.source_hash, task.weight, unreadable_reason(exc))
         worker.finish()
         run.matched_rules |= worker.matched_rules
     finally:
@@ -931,10 +955,18 @@ class _Pool:
                 dead = [p for p in self.procs if p.exitcode not in (None, 0)]
                 if dead:
                     code = dead[0].exitcode
-                    raise PipelineError(f"an ingest worker died (exit code {code})") from None
+                    why = (
+                        ": an input file was cut short while it was read (SIGBUS); nothing of"
+                        " this batch was written, ingest it again"
+                        if code == -signal.SIGBUS
+                        else ""
+                    )
+                    raise PipelineError(f"an ingest worker died (exit code {code}){why}") from None
                 return
             if kind == "done":
                 run.apply(ident, weight, payload)
+            elif kind == "failed":
+                run.fail(ident, weight, payload)
             elif kind == "exit":
                 self.exited += 1
                 run.matched_rules.update(payload or ())
@@ -1171,6 +1203,7 @@ def _ingest_locked(
     known = warehouse.manifest_index()  # once: the manifest does not change until the end
     unreadable: dict[str, FileResult] = {}
     plans: list[Iterator[Task]] = []
+    failed: dict[str, str] = {}  # sources that could not be read to the end: why
     for path, fmt in zip(paths, formats, strict=True):
         if isinstance(fmt, InputError):
             digest, fr = record_unrecognised(warehouse, known, path, fmt, force)
@@ -1178,15 +1211,19 @@ def _ingest_locked(
             if fr.status == "ingested":
                 unreadable[digest] = fr
             continue
+        stamp = file_stamp(path)
         digest, size = hash_and_size(path)
         fr = claim(warehouse, known, pending, path, fmt, digest, size, force)
         result.files.append(fr)
         if fr.status == "unchanged":
             continue
+        fr.stamp = stamp
         pending[digest] = fr
-        plans.append(with_stem(plan(path, fmt, digest, size, options.max_record_bytes), fr.stem))
+        tasks = plan(path, fmt, digest, size, options.max_record_bytes)
+        plans.append(with_stem(_guarded(tasks, digest, failed), fr.stem))
     total = sum(fr.size_bytes for fr in pending.values())
     run = _Run(pending, total, progress)
+    run.failed = failed
     if progress and total:
         progress(0, total)  # the bar shows the size at once, not when a first task ends
     tasks = (task for p in plans for task in p)
@@ -1196,6 +1233,11 @@ def _ingest_locked(
         pool.run(tasks, run)
     if progress and total:
         progress(total, total)  # a HAR's tail after log.entries is never read
+    for digest, fr in list(pending.items()):
+        reason = changed_under_us(fr) or run.failed.get(digest)
+        if reason is not None:
+            del pending[digest]
+            unreadable.update([reject_changed(warehouse, fr, reason)])
     # Imported here: dedupe needs polars, which every worker process would otherwise load
     # at start-up for nothing (about 0.4 s each).
     from pipeline.dedupe import drop_duplicates
@@ -1244,6 +1286,15 @@ def new_generation(
     fr.stem = warehouse.new_stem(key)
 
 
+def _guarded(tasks: Iterator[Task], digest: str, failed: dict[str, str]) -> Iterator[Task]:
+    """A file's tasks, ending early when the file cannot be read to the end (deleted or cut
+    short since it was hashed): the file is then rejected (`reject_changed`), the batch goes on."""
+    try:
+        yield from tasks
+    except OSError as exc:
+        failed.setdefault(digest, unreadable_reason(exc))
+
+
 def with_stem(tasks: Iterable[Task], stem: str) -> Iterator[Task]:
     return (dataclasses.replace(task, stem=stem) for task in tasks)
 
@@ -1275,6 +1326,61 @@ def warn_unmatched_rules(path: Path, matched: set[int], result: IngestResult) ->
                 f" record of this ingest{note}",
                 file=sys.stderr,
             )
+
+
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def changed_under_us(fr: FileResult) -> str | None:
+    """Why the file's rows cannot be trusted, or None: it was deleted, replaced (another
+    inode), cut below what was hashed, or rewritten in place (same size, later mtime) while it
+    was read. Growing is fine: a capture being appended to is read up to what was hashed."""
+    if fr.stamp is None:
+        return None
+    inode, size, mtime = fr.stamp
+    try:
+        now = file_stamp(Path(fr.source))
+    except OSError:
+        return "deleted while it was being ingested"
+    if now[0] != inode:
+        return "replaced by another file while it was being ingested"
+    if now[1] < fr.size_bytes:
+        return (
+            f"cut short while it was being ingested ({now[1]} of the {fr.size_bytes} bytes"
+            " hashed are left)"
+        )
+    if now[1] == size and now[2] != mtime:
+        return "rewritten while it was being ingested"
+    return None
+
+
+def reject_changed(warehouse: Warehouse, fr: FileResult, reason: str) -> tuple[str, FileResult]:
+    """Turn a file that changed under the ingest into one reject with the reason: the rows
+    read from it are removed (they may mix two versions, or miss the end), what it would have
+    replaced stays, and the rest of the batch lands. Its manifest row is keyed by no content
+    hash, so ingesting the file again reads it."""
+    warehouse.remove_stem(fr.stem)
+    marker = f"changed-{fr.stem}"
+    fr.records, fr.accepted, fr.rejected, fr.skipped, fr.duplicates = 1, 0, 1, 0, 0
+    fr.replaces, fr.superseded = [], []
+    fr.stem = warehouse.new_stem(warehouse.fresh_key(xxhash.xxh3_128_hexdigest(marker.encode())))
+    message = f"{fr.source}: {reason}; not ingested (ingest it again)"
+    warehouse.write_rows(
+        "rejects",
+        {
+            "source": [fr.source],
+            "source_index": [0],
+            "reason": [message[:500]],
+            "excerpt": [""],
+            "ingested_at": [datetime.now(UTC)],
+        },
+        fr.stem,
+        "00-00000",
+    )
+    print(f"{message}: recorded in rejects; the rest of the batch goes on", file=sys.stderr)
+    return marker, fr
 
 
 def record_unrecognised(

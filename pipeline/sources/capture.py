@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import re
@@ -151,6 +152,10 @@ def iter_line_range(path: Path, start: int, end: int, limit: int = NO_LIMIT) -> 
         pos = start - start % mmap.ALLOCATIONGRANULARITY
         while pos < end:
             length = min(RANGE_BLOCK, end - pos)
+            if os.fstat(fd).st_size < pos + length:
+                # Cut short since it was hashed: touching a mapped page past its end kills the
+                # process (SIGBUS). The ingest rejects the file (`ingest.changed_under_us`).
+                raise OSError(errno.ESPIPE, "the file was cut short while it was read")
             with mmap.mmap(fd, length, offset=pos, access=mmap.ACCESS_READ) as window:
                 cur = max(start - pos, 0)
                 if long is not None:
