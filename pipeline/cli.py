@@ -28,6 +28,14 @@ from pipeline.errors import ExitCode, PipelineError
 from pipeline.sources import CAPTURE_SUFFIXES, looks_like_capture
 from pipeline.stdout import to_stdout
 
+_said: list[bool] = []  # whether "interrupted" was printed
+
+
+def _interrupted() -> None:
+    if not _said:
+        _said.append(True)
+        err("interrupted")
+
 
 class _Group(TyperGroup):
     """Every command writes its data to stdout through `to_stdout`, so `cacheaudit ... | head`
@@ -40,7 +48,7 @@ class _Group(TyperGroup):
         except KeyboardInterrupt:
             # Typer would exit 130 without a word. One line; nothing half-written stays visible
             # (an ingest's parts land with its manifest, and the next one removes orphans).
-            err("interrupted")
+            _interrupted()
             raise typer.Exit(130) from None
         except EOFError as exc:
             # Typer takes an EOFError for Ctrl-D at a prompt ("Aborted.", exit 1); no command
@@ -395,13 +403,17 @@ def main() -> None:
     """
     try:
         app()
+    except SystemExit as exc:
+        if exc.code == 130:  # typer's answer to a Ctrl-C outside a command (while parsing)
+            _interrupted()
+        raise
     except PipelineError as exc:
         err(f"error: {exc.message}")
         if exc.hint:
             err(f"hint: {exc.hint}")
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
-        err("interrupted")
+        _interrupted()
         sys.exit(130)
     except Exception as exc:
         if os.environ.get("CACHEAUDIT_DEBUG"):

@@ -18,6 +18,7 @@ Invariant, per file and in total: records = accepted + rejected + skipped.
 
 from __future__ import annotations
 
+import atexit
 import binascii
 import contextlib
 import dataclasses
@@ -36,6 +37,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from array import array
 from collections.abc import Callable, Iterable, Iterator
@@ -879,6 +881,59 @@ def _widen_pipe(q: Any) -> None:
         fcntl.fcntl(writer.fileno(), set_size, PIPE_BYTES)
 
 
+# This process's scratch folder in the temporary directory: the spill files of decompressed
+# lines (`_Pool._spill`) and multiprocessing's own folder (the fork server's socket) live in it.
+# Its name carries the owning pid, so the next ingest removes the folders of killed ingests
+# (`remove_stale_scratch`), and only those: ours, of processes that are gone.
+SCRATCH_PREFIX = "cacheaudit-ingest-"
+SOCKET_FOLDER_MAX = 80  # + "/listener-xxxxxxxx" stays within a Unix socket address
+LEGACY_SCRATCH_AGE_S = 24 * 3600  # folders named before they carried a pid: this old, removed
+_scratch: str | None = None
+
+
+def scratch_dir() -> str:
+    """This process's scratch folder, made on first use and removed when the process exits."""
+    global _scratch
+    if _scratch is None or not Path(_scratch).is_dir():
+        _scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+        atexit.register(shutil.rmtree, _scratch, True)
+    return _scratch
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: not one of ours, but its folder is not ours either
+    return True
+
+
+def remove_stale_scratch() -> int:
+    """Remove the scratch folders that ingests killed before their exit handlers ran left in
+    the temporary directory (spill files of megabytes each, the fork server's socket): those
+    whose owning process is gone. Returns how many were removed."""
+    removed = 0
+    try:
+        folders = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"))
+    except OSError:
+        return 0
+    for folder in folders:
+        owner = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        try:
+            if owner.isdigit() and "-" in folder.name[len(SCRATCH_PREFIX) :]:
+                if int(owner) == os.getpid() or _pid_alive(int(owner)):
+                    continue
+            elif time.time() - folder.stat().st_mtime < LEGACY_SCRATCH_AGE_S:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += not folder.exists()
+    return removed
+
+
 def _start_forkserver_without_ctrl_c() -> None:
     """Start the fork server (if it is not running) with SIGINT blocked. It imports the
     workers' modules before it ignores SIGINT itself, so a Ctrl-C in that first second killed
@@ -889,6 +944,15 @@ def _start_forkserver_without_ctrl_c() -> None:
         return  # the mask is per thread; starting from the worker thread is as before
     from multiprocessing import forkserver
 
+    # multiprocessing's folder (it holds the fork server's socket) inside ours, so that a
+    # killed ingest leaves no `pymp-*` folder of its own that nothing removes.
+    # Not when the socket's path would pass the 107 bytes a Unix socket address may have.
+    config = getattr(mp.current_process(), "_config", None)
+    if isinstance(config, dict) and "tempdir" not in config:
+        with contextlib.suppress(OSError):
+            folder = scratch_dir()
+            if len(os.fsencode(folder)) <= SOCKET_FOLDER_MAX:
+                config["tempdir"] = folder
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         forkserver.ensure_running()
@@ -1000,7 +1064,7 @@ class _Pool:
         the queued and in-flight blocks exist at a time; each worker deletes its own."""
         try:
             if self.spill_dir is None:
-                self.spill_dir = tempfile.mkdtemp(prefix="cacheaudit-ingest-")
+                self.spill_dir = tempfile.mkdtemp(prefix="spill-", dir=scratch_dir())
             self.spilled += 1
             spill = Path(self.spill_dir) / f"{self.spilled:08d}.block"
             spill.write_bytes(task.lines or b"")
@@ -1126,6 +1190,7 @@ def ingest(
         warehouse.ensure()
         try:
             warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
+            remove_stale_scratch()  # spill folders of ingests that were killed
             pool = _Pool(str(warehouse.root), options, n_workers) if n_workers > 1 else None
             try:
                 if pool is not None:

@@ -76,7 +76,7 @@ def test_ctrl_c_at_any_moment_is_one_line_exit_130_and_all_or_nothing(
     if proc.returncode == 0:  # it finished before the signal came
         assert "total: 16000 records" in stderr
     else:
-        assert (proc.returncode, stderr) == (130, "interrupted\n")
+        assert (proc.returncode, stderr) == (130, "interrupted\n"), stderr
     assert _visible_rows(wh) in (0, RECORDS)
     # The next ingest lands the file exactly once, whatever the interrupted one left.
     result = ingest([capture], Warehouse(wh), workers=2)
