@@ -155,3 +155,46 @@ def test_any_json_value_in_any_field_is_a_row_or_a_reject_never_a_failed_batch(
     assert len(rows) == fr.accepted
     assert len(records) + 1 in {r["source_index"] for r in rows}  # the good last line landed
     assert len(table(tmp / "wh", "rejects")) == fr.rejected
+
+
+_HAR_FIELDS = [
+    ("startedDateTime",),
+    ("time",),
+    ("timings",),
+    ("timings", "wait"),
+    ("request", "method"),
+    ("request", "url"),
+    ("request", "headers"),
+    ("request", "postData"),
+    ("response", "status"),
+    ("response", "headers"),
+    ("response", "content"),
+    ("response", "_error"),
+]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(st.tuples(st.integers(0, 100), _JSON), min_size=1, max_size=6))
+def test_any_json_value_in_a_har_entry_is_a_row_or_a_reject_never_a_failed_batch(
+    tmp_path_factory: Any, plants: list[tuple[int, Any]]
+) -> None:
+    from test_ingest_support import har_entry
+
+    tmp = tmp_path_factory.mktemp("har")
+    entries = []
+    for turn, (which, value) in enumerate(plants):
+        entry = har_entry(turn)
+        _plant(entry, _HAR_FIELDS[which % len(_HAR_FIELDS)], value)
+        entries.append(entry)
+    entries.append(har_entry(59))
+    path = tmp / "planted.har"
+    path.write_bytes(json.dumps({"log": {"version": "1.2", "entries": entries}}).encode())
+    fr = run([path], tmp / "wh", workers=1).files[0]
+    assert fr.records == len(entries)
+    assert fr.records == fr.accepted + fr.rejected + fr.skipped
+    assert len(table(tmp / "wh", "requests")) == fr.accepted
+    assert len(entries) - 1 in {r["source_index"] for r in table(tmp / "wh", "requests")}
