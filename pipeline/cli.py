@@ -28,14 +28,32 @@ from pipeline.errors import ExitCode, PipelineError
 from pipeline.sources import CAPTURE_SUFFIXES, looks_like_capture
 from pipeline.stdout import to_stdout
 
+_said: list[bool] = []  # whether "interrupted" was printed
+
+
+def _interrupted() -> None:
+    if not _said:
+        _said.append(True)
+        err("interrupted")
+
 
 class _Group(TyperGroup):
     """Every command writes its data to stdout through `to_stdout`, so `cacheaudit ... | head`
     exits 0 whichever command it is (click exits 1 when the reader stops early)."""
 
     def invoke(self, ctx: Any) -> Any:
-        with to_stdout():
-            return super().invoke(ctx)
+        try:
+            with to_stdout():
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Typer would exit 130 without a word. One line; nothing half-written stays visible
+            # (an ingest's parts land with its manifest, and the next one removes orphans).
+            _interrupted()
+            raise typer.Exit(130) from None
+        except EOFError as exc:
+            # Typer takes an EOFError for Ctrl-D at a prompt ("Aborted.", exit 1); no command
+            # prompts, so one escaping is a bug and must say so.
+            raise RuntimeError(f"unexpected end of input: {exc}") from exc
 
 
 app = typer.Typer(
@@ -118,6 +136,15 @@ def ingest(
     ] = None,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
+    max_record_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-record-bytes",
+            help="Longest line (one capture record or OTLP export) read; a longer one is one"
+            " reject, read past without being held in memory (a decompression bomb). Local"
+            " engine.",
+        ),
+    ] = 256 * 1024 * 1024,
 ) -> None:
     """Normalise captured exchanges into the warehouse.
 
@@ -156,6 +183,7 @@ def ingest(
                 workers=workers,
                 providers_file=providers,
                 progress=progress.update if progress else None,
+                max_record_bytes=max_record_bytes,
             )
     finally:
         if progress:
@@ -375,13 +403,17 @@ def main() -> None:
     """
     try:
         app()
+    except SystemExit as exc:
+        if exc.code == 130:  # typer's answer to a Ctrl-C outside a command (while parsing)
+            _interrupted()
+        raise
     except PipelineError as exc:
         err(f"error: {exc.message}")
         if exc.hint:
             err(f"hint: {exc.hint}")
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
-        err("interrupted")
+        _interrupted()
         sys.exit(130)
     except Exception as exc:
         if os.environ.get("CACHEAUDIT_DEBUG"):

@@ -48,10 +48,14 @@ class Counted(Protocol):
 
 
 OLD = -1  # rank of rows already visible in the warehouse: they always win
-# A derived id (`ingest.fallback_id`): x<16 hex>:<occurrence>; one past the first occurrence.
-FALLBACK_ID = r"^x[0-9a-f]{16}:[0-9]+$"
-_LATER_OCCURRENCE = r"^x[0-9a-f]{16}:[1-9][0-9]*$"
+# A derived id (`ingest.fallback_id`): x<16 hex: the request>[-<8 hex: the response's own id,
+# when it named one>]:<occurrence>; one past the first occurrence. Ids written before the
+# response's part existed have none.
+FALLBACK_ID = r"^x[0-9a-f]{16}(?:-[0-9a-f]{8})?:[0-9]+$"
+_LATER_OCCURRENCE = r"^x[0-9a-f]{16}(?:-[0-9a-f]{8})?:[1-9][0-9]*$"
+_WITH_RESPONSE = r"^x[0-9a-f]{16}-"
 _OCCURRENCE = re.compile(r":[0-9]+$")
+_REQUEST_CHARS = 17  # x + 16 hex: the request part of a derived id
 
 
 def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int:
@@ -116,18 +120,21 @@ def _any_repeated(new: list[Path], old: list[Path]) -> bool:
         return True
     if pc.any(pc.match_substring_regex(ids, _LATER_OCCURRENCE)).as_py() is True:
         return True
+    requests = _derived_requests(ids)
+    if pc.count_distinct(requests).as_py() < len(requests):
+        return True  # one request twice: with a response id each, or one without (`_plan`)
     if not old:
         return False
     old_ids = _request_ids(old)
     if pc.any(pc.is_in(ids, value_set=old_ids)).as_py() is True:
         return True
-    return pc.any(pc.is_in(_derived_bases(ids), value_set=_derived_bases(old_ids))).as_py() is True
+    return pc.any(pc.is_in(requests, value_set=_derived_requests(old_ids))).as_py() is True
 
 
-def _derived_bases(ids: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """The content part (`x<hash>`) of the derived ids among `ids`."""
+def _derived_requests(ids: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The request part (`x<hash>`) of the derived ids among `ids`."""
     derived = ids.filter(pc.match_substring_regex(ids, FALLBACK_ID))
-    return pc.replace_substring_regex(derived, _OCCURRENCE.pattern, "")
+    return pc.utf8_slice_codeunits(derived, 0, _REQUEST_CHARS)
 
 
 def _as_occurrences(old: pl.DataFrame) -> pl.DataFrame:
@@ -187,7 +194,26 @@ def _numbered(fresh: pl.DataFrame) -> tuple[pl.DataFrame, dict[Path, dict[str, s
     for part, old_id, new_id in changed.select("part", "request_id", "numbered").iter_rows():
         renames.setdefault(Path(part), {})[old_id] = new_id
     rows = numbered.with_columns(pl.col("numbered").alias("request_id"))
-    return rows.select(fresh.columns), renames
+    return rows.select(fresh.columns).with_columns(_legacy(in_file=True)), renames
+
+
+def _legacy(*, in_file: bool) -> pl.Expr:
+    """Each derived id as it would read without a response part (`x<hash>:<n>`, n counting the
+    exchanges of that request in their file, whatever their responses), NULL for the others:
+    how a row without a response id (an export saved without content, a warehouse written
+    before ids had one) is matched to the rows of the same request. New rows are counted in
+    file order (`in_file`; sorted so by `_numbered`); a row already in the warehouse keeps
+    its number."""
+    import polars as pl
+
+    rid = pl.col("request_id")
+    request = rid.str.slice(0, _REQUEST_CHARS)
+    if in_file:
+        number = pl.int_range(pl.len()).over("rank", request).cast(pl.String)
+    else:
+        number = rid.str.extract(r":([0-9]+)$")
+    derived = rid.str.contains(FALLBACK_ID)
+    return pl.when(derived).then(request + ":" + number).otherwise(None).alias("legacy")
 
 
 def _plan(
@@ -200,23 +226,51 @@ def _plan(
 
     fresh, renames = _numbered(pl.concat([_ids(p, rank[stem_of(p)]) for p in new]))
     if old:
-        # Only ids of the new rows can collide: read the old ones, keep those that match.
-        seen = _as_occurrences(pl.concat([_ids(p, OLD) for p in old])).join(
-            fresh.select("request_id").unique(), on="request_id", how="semi"
+        # Only ids of the new rows can collide: read the old ones, keep those that match
+        # (exactly, or by request: `_legacy`).
+        every = _as_occurrences(pl.concat([_ids(p, OLD) for p in old]))
+        every = every.with_columns(_legacy(in_file=False))
+        requests = fresh.select(pl.col("request_id").str.slice(0, _REQUEST_CHARS)).unique()
+        seen = every.filter(
+            pl.col("request_id").is_in(fresh["request_id"].implode())
+            | pl.col("request_id")
+            .str.slice(0, _REQUEST_CHARS)
+            .is_in(requests.to_series().implode())
         )
         rows = pl.concat([seen, fresh])
     else:
         rows = fresh
-    repeated = rows.filter(pl.col("request_id").is_duplicated())
-    if repeated.is_empty():
-        return renames, {}
-    ordered = repeated.sort(["rank", "source_index", "part"]).with_columns(
-        pl.col("part").first().over("request_id").alias("kept_part"),
+    rows = rows.sort(["rank", "source_index", "part"])
+    kept = pl.col("part").first()
+    exact = rows.with_columns(
+        kept.over("request_id").alias("kept_part"),
         (pl.int_range(pl.len()).over("request_id") > 0).alias("loser"),
     )
-    losers = ordered.filter(pl.col("loser")).with_columns(
-        (pl.col("kept_part") == pl.col("part")).alias("kept_here")
+    # Of the same request without an exact match: a row without a response id is the same
+    # exchange as an earlier one of that request and number, and one with a response id is the
+    # same as an earlier one without (two response ids are two exchanges).
+    unmatched = exact.filter(~pl.col("loser") & pl.col("legacy").is_not_null())
+    answered = pl.col("request_id").str.contains(_WITH_RESPONSE)
+    earlier_unanswered = (~answered).cast(pl.Int32).cum_sum().over("legacy") - (~answered).cast(
+        pl.Int32
     )
+    by_request = unmatched.with_columns(
+        (
+            (~answered & (pl.int_range(pl.len()).over("legacy") > 0))
+            | (answered & (earlier_unanswered > 0))
+        ).alias("loser"),
+        # The copy kept has another id: none of this one's segments are its own.
+        pl.lit(False).alias("kept_here"),
+    )
+    columns = ["request_id", "source_index", "part", "rank", "loser", "kept_here"]
+    exact = exact.with_columns((pl.col("kept_part") == pl.col("part")).alias("kept_here"))
+    losers = (
+        pl.concat([exact.select(columns), by_request.select(columns)])
+        .filter(pl.col("loser") & (pl.col("rank") != OLD))
+        .unique(["part", "request_id", "source_index"], keep="first", maintain_order=True)
+    )
+    if losers.is_empty():
+        return renames, {}
     return renames, {
         Path(part): group.select("request_id", "source_index", "kept_here")
         for (part,), group in losers.group_by("part")

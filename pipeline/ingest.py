@@ -18,6 +18,7 @@ Invariant, per file and in total: records = accepted + rejected + skipped.
 
 from __future__ import annotations
 
+import atexit
 import binascii
 import contextlib
 import dataclasses
@@ -29,11 +30,14 @@ import multiprocessing as mp
 import operator
 import os
 import queue
+import re
 import select
 import shutil
+import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from array import array
 from collections.abc import Callable, Iterable, Iterator
@@ -47,12 +51,19 @@ import pyarrow as pa
 import xxhash
 
 from pipeline import __version__, providers, schema
-from pipeline.errors import InputError, PipelineError
+from pipeline.errors import InputError, PipelineError, UsageError
 from pipeline.normalise import SEGMENT_HASHING, Normalised, RejectRecord, Skip, normalise
 from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
-from pipeline.sources import compression_of, detect_format, iter_source, open_counted
-from pipeline.sources.capture import redact_excerpt
+from pipeline.sources import (
+    compression_of,
+    damage_of,
+    detect_format,
+    iter_source,
+    open_counted,
+)
+from pipeline.sources.capture import redact_excerpt, too_long
+from pipeline.sources.otlp import SPAN_INDEX_STRIDE
 from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, key_of, source_key
 
 CHUNK_BYTES = 32 * 1024 * 1024  # one task's share of a file the workers read themselves
@@ -72,6 +83,10 @@ SEGMENTS_ALL_WORKERS = 600_000
 FLUSH_REQUESTS = 20_000
 FLUSH_CONTENT_BYTES = 32 * 1024 * 1024
 SEEN_CONTENT_MAX = 2_000_000  # distinct segment hashes remembered per source (~150 MB at most)
+# The longest line (one capture record, one OTLP export) read; a longer one is one reject, read
+# past without being held (a 132 KB zstd file can hold one line of 4 GiB). Far above any real
+# record: a request carries at most tens of MB of images or documents.
+MAX_RECORD_BYTES = 256 * 1024 * 1024
 
 Record = Exchange | Reject
 # One record (capture) or one batch of spans (OTLP) per line: split at line boundaries.
@@ -95,6 +110,9 @@ class FileResult:
     # Generations this ingest replaces (--force, a grown capture): hidden when its manifest
     # lands, so readers see the old rows until then, never none; removed by a later ingest.
     replaces: list[str] = field(default_factory=list)
+    # (inode, size, mtime in ns) before it was hashed: a file changed while it was read is
+    # rejected whole (`changed_under_us`), not half counted.
+    stamp: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -131,6 +149,7 @@ class Options:
     keep_content: bool = True
     providers_file: str | None = None
     workers: int = 1  # processes sharing the memory budget (see SEGMENTS_ALL_WORKERS)
+    max_record_bytes: int = MAX_RECORD_BYTES  # a longer line is one reject (`too_long`)
 
     @property
     def flush_segments(self) -> int:
@@ -165,6 +184,11 @@ def _windows(fd: int, start: int, end: int) -> Iterator[tuple[int, mmap.mmap]]:
     towards this process's memory beyond one window."""
     pos = start - start % mmap.ALLOCATIONGRANULARITY
     while pos < end:
+        # A file cut short since: no window past its end (mapping one fails; one mapped before
+        # the cut kills the process when touched). The ingest then rejects the file.
+        end = min(end, os.fstat(fd).st_size)
+        if pos >= end:
+            return
         length = min(HASH_BLOCK, end - pos)
         yield pos, mmap.mmap(fd, length, offset=pos, access=mmap.ACCESS_READ)
         pos += length
@@ -239,22 +263,59 @@ def _next_line_start(fd: int, pos: int, size: int) -> int:
     return size
 
 
-def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
-    """Blocks of whole lines from a compressed file, decompressed once, in order."""
+def _line_blocks(
+    path: Path, fmt: str, digest: str, limit: int = MAX_RECORD_BYTES
+) -> Iterator[Task]:
+    """Blocks of whole lines from a compressed file, decompressed once, in order. A line longer
+    than `limit` is read past in blocks, never held, and is one reject (`too_long`)."""
     stream, raw = open_counted(path)
     with stream:
         lineno, carry, consumed = 1, b"", 0
+        long_head: bytes | None = None  # the start of a line too long to keep, being read past
+        long_size = 0
+        held: list[bytes] = []  # blocks of a line longer than a block, after `carry`
+        held_size = 0
         while True:
             block = stream.read(BATCH_BYTES)
             if not block:
-                if carry:
-                    yield Task(str(path), fmt, digest, first_lineno=lineno, lines=carry,
+                if long_head is not None:
+                    yield _too_long_task(path, fmt, digest, lineno, long_head, long_size, limit)
+                    lineno += 1
+                elif carry or held:
+                    last = carry + b"".join(held)
+                    yield Task(str(path), fmt, digest, first_lineno=lineno, lines=last,
                                weight=raw.tell() - consumed)  # fmt: skip
+                    lineno += 1
+                damage = damage_of(stream)
+                if damage is not None:
+                    yield _damage_task(path, fmt, digest, lineno, damage)
                 return
+            if long_head is not None:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    long_size += len(block)
+                    continue
+                long_size += nl + 1
+                yield _too_long_task(path, fmt, digest, lineno, long_head, long_size, limit)
+                lineno += 1
+                long_head = None
+                block = block[nl + 1 :]
+                if not block:
+                    continue
             cut = block.rfind(b"\n") + 1
             if cut == 0:
-                carry += block  # one line longer than a block: keep reading
+                # One line longer than a block: keep reading, joined once its end is found
+                # (adding block by block copied the line once per block).
+                held.append(block)
+                held_size += len(block)
+                if len(carry) + held_size > limit:
+                    long_head = (carry + b"".join(b[:400] for b in held[:400]))[:400]
+                    long_size = len(carry) + held_size
+                    carry, held, held_size = b"", [], 0
                 continue
+            if held:
+                carry += b"".join(held)
+                held, held_size = [], 0
             lines = carry + block[:cut] if carry else block[:cut] if cut < len(block) else block
             carry = block[cut:]
             position = raw.tell()
@@ -262,6 +323,22 @@ def _line_blocks(path: Path, fmt: str, digest: str) -> Iterator[Task]:
                        weight=position - consumed)  # fmt: skip
             consumed = position
             lineno += count_lines(lines, 0, len(lines))
+
+
+def _too_long_task(
+    path: Path, fmt: str, digest: str, lineno: int, head: bytes, size: int, limit: int
+) -> Task:
+    index = lineno * SPAN_INDEX_STRIDE if fmt == "otlp_json" else lineno
+    reject = Reject(str(path), index, too_long(size, limit), redact_excerpt(head))
+    return Task(str(path), fmt, digest, items=[reject])
+
+
+def _damage_task(path: Path, fmt: str, digest: str, lineno: int, damage: str) -> Task:
+    """One reject for the part of a damaged compressed file that could not be read, at the
+    line (or entry) after the last one read: the records before it land as usual."""
+    index = lineno * SPAN_INDEX_STRIDE if fmt == "otlp_json" else lineno
+    print(f"{path}: {damage}; the records before it are kept", file=sys.stderr)
+    return Task(str(path), fmt, digest, items=[Reject(str(path), index, damage, "")])
 
 
 def _har_batches(path: Path, digest: str) -> Iterator[Task]:
@@ -272,10 +349,11 @@ def _har_batches(path: Path, digest: str) -> Iterator[Task]:
     source = str(path)
     with stream:
         batch: list[Record] = []
-        size, consumed = 0, 0
+        size, consumed, after = 0, 0, 0
         try:
             for index, entry in iter_entries(stream):
                 item = read_entry(entry, source, index)
+                after = index + 1
                 batch.append(item)
                 if isinstance(item, Exchange):
                     size += len(item.request_body) + len(item.response_body) + 512
@@ -286,14 +364,19 @@ def _har_batches(path: Path, digest: str) -> Iterator[Task]:
         except InputError as exc:
             raise InputError(f"{path}: {exc.message}", hint=exc.hint) from None
         yield Task(source, "har", digest, items=batch, weight=raw.tell() - consumed)
+        damage = damage_of(stream)
+        if damage is not None:
+            yield _damage_task(path, "har", digest, after, damage)
 
 
-def plan(path: Path, fmt: str, digest: str, size: int) -> Iterator[Task]:
+def plan(
+    path: Path, fmt: str, digest: str, size: int, max_record: int = MAX_RECORD_BYTES
+) -> Iterator[Task]:
     if fmt == "har":
         return _har_batches(path, digest)
     if fmt in LINE_FORMATS:
         if compression_of(path) is not None:
-            return _line_blocks(path, fmt, digest)
+            return _line_blocks(path, fmt, digest, max_record)
         return (
             Task(str(path), fmt, digest, start=s, end=e, first_lineno=ln, weight=e - s)
             for s, e, ln in iter_ranges(path, size)
@@ -495,18 +578,16 @@ class Worker:
     def _records(self, task: Task) -> Iterable[Record]:
         if task.items is not None:
             return task.items
+        limit = self.options.max_record_bytes
         if task.spill is not None:
-            return _spilled_records(task)
+            return _spilled_records(task, limit)
         if task.lines is not None:
-            return _line_records(task, io.BytesIO(task.lines))
+            return _line_records(task, io.BytesIO(task.lines), limit)
         if task.start is not None and task.end is not None:
-            if task.fmt == "otlp_json":
-                from pipeline.sources.otlp import iter_otlp_range
+            from pipeline.sources.capture import iter_line_range
 
-                return iter_otlp_range(Path(task.path), task.start, task.end, task.first_lineno)
-            from pipeline.sources.capture import iter_capture_range
-
-            return iter_capture_range(Path(task.path), task.start, task.end, task.first_lineno)
+            lines = iter_line_range(Path(task.path), task.start, task.end, limit)
+            return _line_records(task, lines, limit)
         records: Iterable[Record] = iter_source(Path(task.path), task.fmt)  # type: ignore[assignment]
         return records
 
@@ -570,14 +651,35 @@ class Worker:
 
 def fallback_base(item: Exchange) -> str:
     """What identifies a record that has no id (HAR entries, capture records written without
-    one): a hash of when and what was asked (start time, method, URL, request body), not of where
-    it is in its file. The response is left out on purpose: two exports of one session can hold
-    the same exchange with its response cut or missing in one of them (taken while it was still
-    streaming, or saved without content), and it must still be recognised as the same."""
+    one), not where it is in its file: `x<hash>` of when and what was asked (start time, method,
+    URL, request body), then `-<hash>` of the response's own id when its body names one
+    (`response_identity`). Two calls with the same request at the same instant are two
+    exchanges when the provider answered them with two completions.
+
+    Not the response's bytes: two exports of one session can hold the same exchange with its
+    response cut in one of them (taken while it was still streaming), and it must still be
+    recognised as the same; a cut stream names its completion in its first event. An export
+    saved without content names none: `dedupe` matches it to any copy of the same request."""
     h = xxhash.xxh3_64()
     h.update(f"{item.started_at.isoformat()} {item.method} {item.url}\n".encode())
     h.update(item.request_body)
-    return f"x{h.hexdigest()}"
+    identity = response_identity(item.response_body)
+    if identity is None:
+        return f"x{h.hexdigest()}"
+    return f"x{h.hexdigest()}-{xxhash.xxh3_64_hexdigest(identity)[:8]}"
+
+
+# The first `"id"` (OpenAI, Anthropic, Responses, most compatible APIs: the completion's id, in
+# a stream's first event too) or `"responseId"` (Gemini) string in the head of a response body.
+_RESPONSE_ID = re.compile(rb'"(?:id|responseId)"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
+RESPONSE_ID_HEAD = 16 * 1024
+
+
+def response_identity(body: bytes) -> bytes | None:
+    """The id the provider gave this response, or None when its head names none (an error, a
+    body not kept). Only records without an id of their own pay for this search."""
+    match = _RESPONSE_ID.search(body, 0, RESPONSE_ID_HEAD) if body else None
+    return match.group(1) if match else None
 
 
 def fallback_id(item: Exchange, occurrence: int = 0, base: str | None = None) -> str:
@@ -591,18 +693,19 @@ def fallback_id(item: Exchange, occurrence: int = 0, base: str | None = None) ->
     return f"{base or fallback_base(item)}:{occurrence}"
 
 
-def _line_records(task: Task, lines: Iterable[bytes]) -> Iterator[Record]:
-    """The records of a block of the task's lines, read as lines of its format."""
+def _line_records(task: Task, lines: Iterable[bytes], limit: int) -> Iterator[Record]:
+    """The records of a block of the task's lines, read as lines of its format; a line longer
+    than `limit` is one reject."""
     if task.fmt == "otlp_json":
         from pipeline.sources.otlp import iter_otlp_lines
 
-        return iter_otlp_lines(lines, task.path, task.first_lineno)
+        return iter_otlp_lines(lines, task.path, task.first_lineno, limit)
     from pipeline.sources.capture import iter_capture_lines
 
-    return iter_capture_lines(lines, task.path, task.first_lineno)
+    return iter_capture_lines(lines, task.path, task.first_lineno, limit)
 
 
-def _spilled_records(task: Task) -> Iterator[Record]:
+def _spilled_records(task: Task, limit: int) -> Iterator[Record]:
     """The records of a block of lines the parent spilled to a file; the file is removed once
     read (the parent removes what a failed worker left)."""
     from pipeline.sources.capture import iter_line_range
@@ -610,9 +713,14 @@ def _spilled_records(task: Task) -> Iterator[Record]:
     assert task.spill is not None
     spill = Path(task.spill)
     try:
-        yield from _line_records(task, iter_line_range(spill, 0, spill.stat().st_size))
+        yield from _line_records(task, iter_line_range(spill, 0, spill.stat().st_size), limit)
     finally:
         spill.unlink(missing_ok=True)
+
+
+def unreadable_reason(exc: OSError) -> str:
+    """Why a worker could not read its share of a file (deleted or cut under it)."""
+    return f"could not be read to the end while it was being ingested: {exc.strerror or exc}"
 
 
 def _tune_gc() -> None:
@@ -683,11 +791,17 @@ def _worker_main(
     worker_id: int, root: str, options: Options, tasks: Any, results: Any, parent_pid: int
 ) -> None:  # pragma: no cover - runs in a child process; covered through ingest()
     _tune_gc()
+    # Ctrl-C is the ingest process's to handle (it stops the workers); a worker that raised
+    # KeyboardInterrupt itself would report a traceback as its failure.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = _ParentWatch(parent_pid)
     try:
         worker = Worker(root, options, worker_id)
         while (task := _next_task(tasks, parent)) is not None:
-            results.put(("done", task.source_hash, task.weight, worker.run(task)))
+            try:
+                results.put(("done", task.source_hash, task.weight, worker.run(task)))
+            except OSError as exc:  # its file went away or changed: that file is rejected
+                results.put(("failed", task.source_hash, task.weight, unreadable_reason(exc)))
         worker.finish()
         results.put(("exit", worker_id, 0, sorted(worker.matched_rules)))
     except BaseException as exc:  # report anything to the parent, which raises it
@@ -707,6 +821,11 @@ class _Run:
         self.files, self.total, self.progress = files, total, progress
         self.done = 0
         self.matched_rules: set[int] = set()  # --providers entries some record's host matched
+        self.failed: dict[str, str] = {}  # sources a worker could not read to the end: why
+
+    def fail(self, digest: str, weight: int, reason: str) -> None:
+        self.failed.setdefault(digest, reason)
+        self.done += weight
 
     def apply(self, digest: str, weight: int, counts: Counts) -> None:
         fr = self.files[digest]
@@ -725,7 +844,10 @@ def _run_inline(tasks: Iterator[Task], root: str, options: Options, run: _Run) -
     try:
         worker = Worker(root, options, 0)
         for task in tasks:
-            run.apply(task.source_hash, task.weight, worker.run(task))
+            try:
+                run.apply(task.source_hash, task.weight, worker.run(task))
+            except OSError as exc:
+                run.fail(task.source_hash, task.weight, unreadable_reason(exc))
         worker.finish()
         run.matched_rules |= worker.matched_rules
     finally:
@@ -759,6 +881,85 @@ def _widen_pipe(q: Any) -> None:
         fcntl.fcntl(writer.fileno(), set_size, PIPE_BYTES)
 
 
+# This process's scratch folder in the temporary directory: the spill files of decompressed
+# lines (`_Pool._spill`) and multiprocessing's own folder (the fork server's socket) live in it.
+# Its name carries the owning pid, so the next ingest removes the folders of killed ingests
+# (`remove_stale_scratch`), and only those: ours, of processes that are gone.
+SCRATCH_PREFIX = "cacheaudit-ingest-"
+SOCKET_FOLDER_MAX = 80  # + "/listener-xxxxxxxx" stays within a Unix socket address
+LEGACY_SCRATCH_AGE_S = 24 * 3600  # folders named before they carried a pid: this old, removed
+_scratch: str | None = None
+
+
+def scratch_dir() -> str:
+    """This process's scratch folder, made on first use and removed when the process exits."""
+    global _scratch
+    if _scratch is None or not Path(_scratch).is_dir():
+        _scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+        atexit.register(shutil.rmtree, _scratch, True)
+    return _scratch
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: not one of ours, but its folder is not ours either
+    return True
+
+
+def remove_stale_scratch() -> int:
+    """Remove the scratch folders that ingests killed before their exit handlers ran left in
+    the temporary directory (spill files of megabytes each, the fork server's socket): those
+    whose owning process is gone. Returns how many were removed."""
+    removed = 0
+    try:
+        folders = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"))
+    except OSError:
+        return 0
+    for folder in folders:
+        owner = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        try:
+            if owner.isdigit() and "-" in folder.name[len(SCRATCH_PREFIX) :]:
+                if int(owner) == os.getpid() or _pid_alive(int(owner)):
+                    continue
+            elif time.time() - folder.stat().st_mtime < LEGACY_SCRATCH_AGE_S:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += not folder.exists()
+    return removed
+
+
+def _start_forkserver_without_ctrl_c() -> None:
+    """Start the fork server (if it is not running) with SIGINT blocked. It imports the
+    workers' modules before it ignores SIGINT itself, so a Ctrl-C in that first second killed
+    it and the workers could not start ("can only join a started process"). A blocked signal
+    stays blocked in it and in the workers it forks: a Ctrl-C reaches the ingest process alone,
+    which stops them, and one that came meanwhile is delivered here when unblocked."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # the mask is per thread; starting from the worker thread is as before
+    from multiprocessing import forkserver
+
+    # multiprocessing's folder (it holds the fork server's socket) inside ours, so that a
+    # killed ingest leaves no `pymp-*` folder of its own that nothing removes.
+    # Not when the socket's path would pass the 107 bytes a Unix socket address may have.
+    config = getattr(mp.current_process(), "_config", None)
+    if isinstance(config, dict) and "tempdir" not in config:
+        with contextlib.suppress(OSError):
+            folder = scratch_dir()
+            if len(os.fsencode(folder)) <= SOCKET_FOLDER_MAX:
+                config["tempdir"] = folder
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class _Pool:
     """Worker processes, started before the inputs are hashed and planned so that their start-up
     (a fresh interpreter importing pyarrow, ~0.4 s) overlaps that work instead of following it."""
@@ -781,14 +982,34 @@ class _Pool:
         self.exited = 0
         self.spill_dir: str | None = None  # blocks of lines handed to workers as files
         self.spilled = 0
-        # Starting the first worker waits for the fork server to import its modules: do it on a
-        # thread, so the caller hashes and plans meanwhile.
+        self.start_error: BaseException | None = None
+        self.closing = False
+        # Set when the starter thread is done. Waited on instead of joining the thread: a
+        # Ctrl-C that interrupts Thread.join marks a running thread as finished (CPython 3.11),
+        # so a later join returned while a worker was still starting, and the ingest exited
+        # under it (a traceback from the half-started worker).
+        self.started = threading.Event()
+        # Starting the first worker waits for the fork server to import its modules: done on a
+        # thread (`start`), so the caller hashes and plans meanwhile.
         self.starter = threading.Thread(target=self._start, daemon=True)
+
+    def start(self) -> None:
+        """Start the workers, in the background. Separate from creating the pool so that the
+        caller holds it, to `close` it, before any process exists: a Ctrl-C in between left a
+        worker starting after the ingest had exited, and it failed with a traceback."""
+        _start_forkserver_without_ctrl_c()
         self.starter.start()
 
     def _start(self) -> None:
-        for p in self.procs:
-            p.start()
+        try:
+            for p in self.procs:
+                if self.closing:
+                    return
+                p.start()
+        except BaseException as exc:  # the fork server died: `run` reports it
+            self.start_error = exc
+        finally:
+            self.started.set()
 
     def _drain(self, run: _Run, block: bool) -> None:
         while True:
@@ -798,10 +1019,18 @@ class _Pool:
                 dead = [p for p in self.procs if p.exitcode not in (None, 0)]
                 if dead:
                     code = dead[0].exitcode
-                    raise PipelineError(f"an ingest worker died (exit code {code})") from None
+                    why = (
+                        ": an input file was cut short while it was read (SIGBUS); nothing of"
+                        " this batch was written, ingest it again"
+                        if code == -signal.SIGBUS
+                        else ""
+                    )
+                    raise PipelineError(f"an ingest worker died (exit code {code}){why}") from None
                 return
             if kind == "done":
                 run.apply(ident, weight, payload)
+            elif kind == "failed":
+                run.fail(ident, weight, payload)
             elif kind == "exit":
                 self.exited += 1
                 run.matched_rules.update(payload or ())
@@ -810,7 +1039,9 @@ class _Pool:
             block = False
 
     def run(self, tasks: Iterator[Task], run: _Run) -> None:
-        self.starter.join()
+        self.started.wait()
+        if self.start_error is not None:
+            raise PipelineError(f"could not start the ingest workers: {self.start_error!r}")
         for task in tasks:
             if task.lines is not None:
                 task = self._spill(task)
@@ -833,7 +1064,7 @@ class _Pool:
         the queued and in-flight blocks exist at a time; each worker deletes its own."""
         try:
             if self.spill_dir is None:
-                self.spill_dir = tempfile.mkdtemp(prefix="cacheaudit-ingest-")
+                self.spill_dir = tempfile.mkdtemp(prefix="spill-", dir=scratch_dir())
             self.spilled += 1
             spill = Path(self.spill_dir) / f"{self.spilled:08d}.block"
             spill.write_bytes(task.lines or b"")
@@ -842,8 +1073,12 @@ class _Pool:
         return dataclasses.replace(task, lines=None, spill=str(spill))
 
     def close(self) -> None:
-        self.starter.join()
+        self.closing = True
+        if self.starter.ident is not None:
+            self.started.wait()
         for p in self.procs:
+            if p.pid is None:
+                continue  # never started (the start failed, or was interrupted)
             if p.is_alive() and self.exited < self.n_workers:
                 p.terminate()
             p.join()
@@ -929,8 +1164,10 @@ def ingest(
     workers: int | None = None,
     providers_file: Path | None = None,
     progress: ProgressFn | None = None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> IngestResult:
-    """Ingest files into the warehouse; `progress(done_bytes, total_bytes)` runs as tasks end."""
+    """Ingest files into the warehouse; `progress(done_bytes, total_bytes)` runs as tasks end.
+    A line (capture record, OTLP export) longer than `max_record_bytes` is one reject."""
     if not paths:
         raise InputError("no input files", hint="cacheaudit ingest CAPTURE.jsonl [MORE ...]")
     if providers_file is not None:
@@ -941,7 +1178,11 @@ def ingest(
     n_workers = max(1, workers or os.cpu_count() or 1)
     if sum(_work_estimate(p) for p in paths) < PARALLEL_MIN_BYTES:
         n_workers = 1  # worker start-up would cost more than it saves
-    options = Options(keep_content, str(providers_file) if providers_file else None, n_workers)
+    if max_record_bytes < 1:
+        raise UsageError("--max-record-bytes must be at least 1")
+    options = Options(
+        keep_content, str(providers_file) if providers_file else None, n_workers, max_record_bytes
+    )
     created = _is_new(warehouse)
     with warehouse.lock():
         # Again under the lock: an ingest that failed while this one waited for the lock may
@@ -949,8 +1190,11 @@ def ingest(
         warehouse.ensure()
         try:
             warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
+            remove_stale_scratch()  # spill folders of ingests that were killed
             pool = _Pool(str(warehouse.root), options, n_workers) if n_workers > 1 else None
             try:
+                if pool is not None:
+                    pool.start()
                 result = _ingest_locked(paths, formats, warehouse, force, options, pool, progress)
             finally:
                 if pool is not None:
@@ -1024,6 +1268,7 @@ def _ingest_locked(
     known = warehouse.manifest_index()  # once: the manifest does not change until the end
     unreadable: dict[str, FileResult] = {}
     plans: list[Iterator[Task]] = []
+    failed: dict[str, str] = {}  # sources that could not be read to the end: why
     for path, fmt in zip(paths, formats, strict=True):
         if isinstance(fmt, InputError):
             digest, fr = record_unrecognised(warehouse, known, path, fmt, force)
@@ -1031,15 +1276,19 @@ def _ingest_locked(
             if fr.status == "ingested":
                 unreadable[digest] = fr
             continue
+        stamp = file_stamp(path)
         digest, size = hash_and_size(path)
         fr = claim(warehouse, known, pending, path, fmt, digest, size, force)
         result.files.append(fr)
         if fr.status == "unchanged":
             continue
+        fr.stamp = stamp
         pending[digest] = fr
-        plans.append(with_stem(plan(path, fmt, digest, size), fr.stem))
+        tasks = plan(path, fmt, digest, size, options.max_record_bytes)
+        plans.append(with_stem(_guarded(tasks, digest, failed), fr.stem))
     total = sum(fr.size_bytes for fr in pending.values())
     run = _Run(pending, total, progress)
+    run.failed = failed
     if progress and total:
         progress(0, total)  # the bar shows the size at once, not when a first task ends
     tasks = (task for p in plans for task in p)
@@ -1049,6 +1298,11 @@ def _ingest_locked(
         pool.run(tasks, run)
     if progress and total:
         progress(total, total)  # a HAR's tail after log.entries is never read
+    for digest, fr in list(pending.items()):
+        reason = changed_under_us(fr) or run.failed.get(digest)
+        if reason is not None:
+            del pending[digest]
+            unreadable.update([reject_changed(warehouse, fr, reason)])
     # Imported here: dedupe needs polars, which every worker process would otherwise load
     # at start-up for nothing (about 0.4 s each).
     from pipeline.dedupe import drop_duplicates
@@ -1102,6 +1356,15 @@ def new_generation(
     fr.stem = warehouse.new_stem(key)
 
 
+def _guarded(tasks: Iterator[Task], digest: str, failed: dict[str, str]) -> Iterator[Task]:
+    """A file's tasks, ending early when the file cannot be read to the end (deleted or cut
+    short since it was hashed): the file is then rejected (`reject_changed`), the batch goes on."""
+    try:
+        yield from tasks
+    except OSError as exc:
+        failed.setdefault(digest, unreadable_reason(exc))
+
+
 def with_stem(tasks: Iterable[Task], stem: str) -> Iterator[Task]:
     return (dataclasses.replace(task, stem=stem) for task in tasks)
 
@@ -1133,6 +1396,61 @@ def warn_unmatched_rules(path: Path, matched: set[int], result: IngestResult) ->
                 f" record of this ingest{note}",
                 file=sys.stderr,
             )
+
+
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def changed_under_us(fr: FileResult) -> str | None:
+    """Why the file's rows cannot be trusted, or None: it was deleted, replaced (another
+    inode), cut below what was hashed, or rewritten in place (same size, later mtime) while it
+    was read. Growing is fine: a capture being appended to is read up to what was hashed."""
+    if fr.stamp is None:
+        return None
+    inode, size, mtime = fr.stamp
+    try:
+        now = file_stamp(Path(fr.source))
+    except OSError:
+        return "deleted while it was being ingested"
+    if now[0] != inode:
+        return "replaced by another file while it was being ingested"
+    if now[1] < fr.size_bytes:
+        return (
+            f"cut short while it was being ingested ({now[1]} of the {fr.size_bytes} bytes"
+            " hashed are left)"
+        )
+    if now[1] == size and now[2] != mtime:
+        return "rewritten while it was being ingested"
+    return None
+
+
+def reject_changed(warehouse: Warehouse, fr: FileResult, reason: str) -> tuple[str, FileResult]:
+    """Turn a file that changed under the ingest into one reject with the reason: the rows
+    read from it are removed (they may mix two versions, or miss the end), what it would have
+    replaced stays, and the rest of the batch lands. Its manifest row is keyed by no content
+    hash, so ingesting the file again reads it."""
+    warehouse.remove_stem(fr.stem)
+    marker = f"changed-{fr.stem}"
+    fr.records, fr.accepted, fr.rejected, fr.skipped, fr.duplicates = 1, 0, 1, 0, 0
+    fr.replaces, fr.superseded = [], []
+    fr.stem = warehouse.new_stem(warehouse.fresh_key(xxhash.xxh3_128_hexdigest(marker.encode())))
+    message = f"{fr.source}: {reason}; not ingested (ingest it again)"
+    warehouse.write_rows(
+        "rejects",
+        {
+            "source": [fr.source],
+            "source_index": [0],
+            "reason": [message[:500]],
+            "excerpt": [""],
+            "ingested_at": [datetime.now(UTC)],
+        },
+        fr.stem,
+        "00-00000",
+    )
+    print(f"{message}: recorded in rejects; the rest of the batch goes on", file=sys.stderr)
+    return marker, fr
 
 
 def record_unrecognised(

@@ -18,7 +18,7 @@ from xxhash import xxh3_64_intdigest, xxh3_128_digest
 from pipeline import providers
 from pipeline.dialects import DIALECTS
 from pipeline.dialects.common import header
-from pipeline.dialects.fields import consistent
+from pipeline.dialects.fields import consistent, within_range
 from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
 from pipeline.redact import redact_text
 from pipeline.streams import is_stream_body
@@ -325,6 +325,22 @@ def _response(
     return response
 
 
+_STATUS_RANGE = range(0, 1000)  # an HTTP status has three digits (status_code is 32-bit)
+
+
+def _check_types(exchange: Exchange) -> None:
+    """Refuse a record whose fields the sources passed on without checking their type (a
+    capture's hints, a span's status) and that no column could hold: one reject, never a
+    failed write of the whole batch."""
+    for name in ("session_id", "agent", "account"):
+        value = getattr(exchange, name)
+        if value is not None and not isinstance(value, str):
+            raise RejectRecord(f"{name} must be a string, not {type(value).__name__}")
+    status = exchange.status
+    if status is not None and status not in _STATUS_RANGE:
+        raise RejectRecord(f"status {str(status)[:20]} is not an HTTP status code")
+
+
 def build(
     exchange: Exchange,
     request_id: str,
@@ -356,7 +372,7 @@ def build(
     else:
         kinds, roles, data = segments
     digests, prefixes = hash_chain(kinds, roles, data)
-    usage = consistent(response.usage) if response.usage is not None else Usage()
+    usage = consistent(within_range(response.usage)) if response.usage is not None else Usage()
     passes = usage.pass_prompt_tokens
     first_byte, end = _first_and_end(exchange)
     if timing is None:
@@ -370,6 +386,7 @@ def build(
             exchange, (response.first_reasoning_at, response.first_text_at), stream, times, end
         )
         timing = (first_reasoning, first_text)
+    _check_types(exchange)
     row = {
         "request_id": request_id,
         "started_at": exchange.started_at,

@@ -232,15 +232,21 @@ class Warehouse:
         except FileNotFoundError:  # the directory was removed since: make it again
             path.parent.mkdir(parents=True, exist_ok=True)
             sink = pa.OSFile(str(tmp), "wb")
-        with sink:
-            pq.write_table(
-                table,
-                sink,
-                compression="zstd",
-                use_dictionary=[n for n in names if n in DICTIONARY_COLUMNS],
-                write_statistics=[n for n in names if n in STATISTICS_COLUMNS],
-            )
-        tmp.replace(path)
+        try:
+            with sink:
+                pq.write_table(
+                    table,
+                    sink,
+                    compression="zstd",
+                    use_dictionary=[n for n in names if n in DICTIONARY_COLUMNS],
+                    write_statistics=[n for n in names if n in STATISTICS_COLUMNS],
+                )
+            tmp.replace(path)
+        except BaseException:
+            # A full disk (or a Ctrl-C) mid-write: the half-written file must not hold the
+            # space until the next ingest removes it (`remove_orphans`).
+            tmp.unlink(missing_ok=True)
+            raise
 
     def replace_part(self, path: Path, table: pa.Table) -> None:
         """Replace a part file with `table` (atomically), or remove it when `table` is empty."""

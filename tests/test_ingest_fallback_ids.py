@@ -108,14 +108,14 @@ def test_records_that_carry_an_id_keep_it(tmp_path: Path) -> None:
 
 def _as_written_before_occurrence_ids(wh: Path) -> None:
     """Rewrite a warehouse's derived ids the way cacheaudit wrote them before they counted
-    identical exchanges: x<hash>:<the entry's position in its file>."""
+    identical exchanges, or named the response: x<hash>:<the entry's position in its file>."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from pipeline.warehouse import Warehouse
 
     positions = {r["request_id"]: r["source_index"] for r in table(wh, "requests")}
-    old = {rid: rid.rsplit(":", 1)[0] + f":{positions[rid]}" for rid in positions}
+    old = {rid: rid.rsplit(":", 1)[0][:17] + f":{positions[rid]}" for rid in positions}
     for name in ("requests", "segments"):
         for path in Warehouse(wh).files(name):
             t = pq.read_table(path)

@@ -156,7 +156,8 @@ _POOL_SCRIPT = """
 import sys, time
 from pipeline.ingest import Options, _Pool
 pool = _Pool(sys.argv[1], Options(workers=2), 2)
-pool.starter.join()
+pool.start()
+pool.started.wait()
 print("started", flush=True)
 time.sleep(600)
 """

@@ -141,6 +141,37 @@ def read_column(raw: Any, column: Column) -> int | float | None:
 
 
 INCONSISTENT = "inconsistent"
+OUT_OF_RANGE = "out_of_range"
+# Counts are stored as 64-bit integers; no provider counts that many tokens in one call, so a
+# larger number is a corrupt or hostile record, not a count.
+COUNT_LIMIT = 2**63
+_COUNTS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
+
+
+def within_range(usage: Usage) -> Usage:
+    """The usage with every count that does not fit the 64-bit column made unknown (NULL), and
+    `usage_semantics` `out_of_range` saying so (raw_usage keeps the numbers as sent). A few
+    comparisons per row: the write of a batch must never fail on one record's numbers."""
+    bad = False
+    for name in _COUNTS:
+        value = getattr(usage, name)
+        if value is not None and not -COUNT_LIMIT <= value < COUNT_LIMIT:
+            setattr(usage, name, None)
+            bad = True
+    passes = usage.pass_prompt_tokens
+    if passes and not all(-COUNT_LIMIT <= n < COUNT_LIMIT for n in passes):
+        usage.pass_prompt_tokens = None
+        bad = True
+    if bad:
+        usage.semantics = OUT_OF_RANGE
+    return usage
 
 
 def consistent(usage: Usage) -> Usage:

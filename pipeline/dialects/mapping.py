@@ -52,7 +52,9 @@ def render_markdown(maps: list[DialectMap]) -> str:
         "cost makes its column NULL (no fallback to another field, no 0). When cache read + cache",
         "write exceed `input_tokens`, the counts contradict each other: the cache columns and",
         "`uncached_input_tokens` are NULL, `input_tokens` is kept and `usage_semantics` is",
-        "`inconsistent` (`raw_usage` keeps the numbers as sent).",
+        "`inconsistent` (`raw_usage` keeps the numbers as sent). A count too large for a 64-bit",
+        "integer (no call uses that many tokens: a corrupt record) is NULL too, and",
+        "`usage_semantics` is `out_of_range`.",
         "",
     ]
     for dmap in maps:

@@ -12,7 +12,7 @@ import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import orjson
 import zstandard
@@ -85,6 +85,64 @@ def compression_of(path: Path) -> str | None:
     return None
 
 
+# Errors of a damaged compressed stream: cut short (EOFError), garbage in it (zlib/ISA-L/zstd
+# errors; gzip's bad header is an OSError).
+_DAMAGE_ERRORS: tuple[type[BaseException], ...] = (
+    EOFError,
+    OSError,
+    zstandard.ZstdError,
+    *_INFLATE_ERRORS,
+)
+DAMAGE_PIECE = 128 * 1024  # decompressed per call: what a damaged stream can lose before its cut
+
+
+class _Tolerant(io.RawIOBase):
+    """A decompressed stream that ends, instead of raising, where the compressed file is
+    damaged (cut short, garbage), and says why in `damage`: the lines before the damage are
+    read like any others (a gzip cut in half holds half its records), and the readers turn
+    `damage` into one reject. Read in pieces of DAMAGE_PIECE: a decompressor that fails loses
+    the piece it was producing, so this bounds what the damage costs beyond itself."""
+
+    def __init__(self, stream: IO[bytes], kind: str) -> None:
+        super().__init__()
+        self.stream, self.kind = stream, kind
+        self.damage: str | None = None
+        self.offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.damage is not None:
+            return 0
+        try:
+            piece = self.stream.read1(min(len(buffer), DAMAGE_PIECE))  # type: ignore[attr-defined]
+        except _DAMAGE_ERRORS as exc:
+            what = "cut short" if isinstance(exc, EOFError) else "damaged"
+            self.damage = (
+                f"{self.kind} stream {what} after {self.offset} decompressed bytes"
+                f" ({type(exc).__name__}: {str(exc)[:120]}); nothing after that could be read"
+            )
+            return 0
+        n = len(piece)
+        buffer[:n] = piece
+        self.offset += n
+        return n
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            super().close()
+
+
+def damage_of(stream: IO[bytes]) -> str | None:
+    """Why a stream from `open_binary`/`open_counted` ended early (a damaged compressed file),
+    or None when it ended where the file does."""
+    raw = getattr(stream, "raw", None)
+    return raw.damage if isinstance(raw, _Tolerant) else None
+
+
 def open_binary(path: Path) -> IO[bytes]:
     """The file's decompressed bytes as a stream (bounded memory for any size)."""
     return open_counted(path)[0]
@@ -97,10 +155,12 @@ def open_counted(path: Path) -> tuple[IO[bytes], IO[bytes]]:
     raw = path.open("rb")
     stream: IO[bytes] = raw
     if kind == "gzip":
-        stream = _OwningGzip(raw)  # type: ignore[assignment]
+        inner: Any = _OwningGzip(raw)
     elif kind == "zstd":
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        stream = io.BufferedReader(reader, buffer_size=1024 * 1024)  # type: ignore[arg-type,unused-ignore]
+        inner = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+    else:
+        return stream, raw
+    stream = io.BufferedReader(_Tolerant(inner, kind), buffer_size=1024 * 1024)
     return stream, raw
 
 
@@ -227,8 +287,11 @@ def detect_format(path: Path) -> str:
     try:
         with open_binary(path) as fh:
             head = fh.read(HEAD_BYTES)
+            damage = damage_of(fh)
     except (OSError, zstandard.ZstdError) as exc:
         raise InputError(f"{path} cannot be read: {exc}") from exc
+    if damage is not None and not head.strip():
+        raise InputError(f"{path} cannot be read: {damage}")
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         return "capture_jsonl"  # an empty capture is valid: zero records

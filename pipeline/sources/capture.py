@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import re
@@ -17,7 +18,7 @@ from pipeline.redact import (
     is_secret_name,
     redact_text,
 )
-from pipeline.sources import open_binary
+from pipeline.sources import damage_of, open_binary
 
 RANGE_BLOCK = 4 * 1024 * 1024
 
@@ -79,7 +80,38 @@ def without_bom(line: bytes, lineno: int) -> bytes:
     return line[len(UTF8_BOM) :] if lineno == 1 and line.startswith(UTF8_BOM) else line
 
 
-def read_line(line: bytes, source: str, lineno: int) -> Exchange | Reject | None:
+NO_LIMIT = 1 << 62
+
+
+class LongLine(bytes):
+    """Stands for a line longer than the record limit that `iter_line_range` read past: its
+    first bytes (for the excerpt), and in `size` how long it was."""
+
+    size: int = 0
+
+
+def too_long(size: int, limit: int) -> str:
+    """The reject reason of a line longer than the limit."""
+    return (
+        f"record too long: {size} bytes, above the limit of {limit} bytes"
+        " (--max-record-bytes); read past, not kept"
+    )
+
+
+def long_line_reject(line: bytes, source: str, index: int, limit: int) -> Reject | None:
+    """The reject of a line above `limit` (or one already read past), else None."""
+    if type(line) is LongLine:
+        return Reject(source, index, too_long(line.size, limit), excerpt(line))
+    if len(line) > limit:
+        return Reject(source, index, too_long(len(line), limit), excerpt(line))
+    return None
+
+
+def read_line(
+    line: bytes, source: str, lineno: int, limit: int = NO_LIMIT
+) -> Exchange | Reject | None:
+    if type(line) is not bytes or len(line) > limit:
+        return long_line_reject(line, source, lineno, limit)
     line = without_bom(line, lineno)
     if not line.strip():
         return None  # blank lines are not records
@@ -91,13 +123,17 @@ def read_line(line: bytes, source: str, lineno: int) -> Exchange | Reject | None
 
 def iter_capture(path: Path) -> Iterator[Exchange | Reject]:
     with open_binary(path) as fh:
+        lineno = 0
         for lineno, line in enumerate(fh, start=1):
             item = read_line(line, str(path), lineno)
             if item is not None:
                 yield item
+        damage = damage_of(fh)
+        if damage is not None:
+            yield Reject(str(path), lineno + 1, damage, "")
 
 
-def iter_line_range(path: Path, start: int, end: int) -> Iterator[bytes]:
+def iter_line_range(path: Path, start: int, end: int, limit: int = NO_LIMIT) -> Iterator[bytes]:
     """Lines of an uncompressed file between byte offsets (both on line boundaries); nothing
     past `end` is read, even if the file has grown since (a capture still being written).
 
@@ -105,20 +141,39 @@ def iter_line_range(path: Path, start: int, end: int) -> Iterator[bytes]:
     the mapping with find (memchr): one copy per line instead of two (read into a fresh block,
     then slice), which cost 4x the CPU on capture lines of tens of KB. A line that crosses a
     window's end is carried into the next. Each window is unmapped before the next is mapped,
-    so at most one window of the file's pages counts towards this process's memory."""
+    so at most one window of the file's pages counts towards this process's memory.
+
+    A line longer than `limit` is not carried: it is read past and stands as a `LongLine`."""
     with path.open("rb", buffering=0) as fh:
         fd = fh.fileno()
         end = min(end, os.fstat(fd).st_size)  # a file cut short since it was planned
         carry = b""
+        long: LongLine | None = None  # a line above the limit, being read past
         pos = start - start % mmap.ALLOCATIONGRANULARITY
         while pos < end:
             length = min(RANGE_BLOCK, end - pos)
+            if os.fstat(fd).st_size < pos + length:
+                # Cut short since it was hashed: touching a mapped page past its end kills the
+                # process (SIGBUS). The ingest rejects the file (`ingest.changed_under_us`).
+                raise OSError(errno.ESPIPE, "the file was cut short while it was read")
             with mmap.mmap(fd, length, offset=pos, access=mmap.ACCESS_READ) as window:
                 cur = max(start - pos, 0)
+                if long is not None:
+                    nl = window.find(b"\n", cur)
+                    if nl < 0:
+                        long.size += length - cur
+                        pos += length
+                        continue
+                    long.size += nl + 1 - cur
+                    yield long
+                    long, cur = None, nl + 1
                 if carry:
                     nl = window.find(b"\n", cur)
                     if nl < 0:
                         carry += window[cur:]
+                        if len(carry) > limit:
+                            long = LongLine(carry[:400])
+                            long.size, carry = len(carry), b""
                         pos += length
                         continue
                     yield carry + window[cur : nl + 1]
@@ -129,16 +184,18 @@ def iter_line_range(path: Path, start: int, end: int) -> Iterator[bytes]:
                 if cur < length:
                     carry = window[cur:]
             pos += length
-        if carry:
+        if long is not None:
+            yield long
+        elif carry:
             yield carry
 
 
 def iter_capture_lines(
-    lines: Iterable[bytes], source: str, first_lineno: int
+    lines: Iterable[bytes], source: str, first_lineno: int, limit: int = NO_LIMIT
 ) -> Iterator[Exchange | Reject]:
     """Records of consecutive capture lines, the first being line `first_lineno`."""
     for lineno, line in enumerate(lines, start=first_lineno):
-        item = read_line(line, source, lineno)
+        item = read_line(line, source, lineno, limit)
         if item is not None:
             yield item
 

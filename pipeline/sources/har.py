@@ -3,7 +3,8 @@
 Bodies come from `postData.text` and `content.text` (base64 when `encoding` says so). Timings:
 `startedDateTime` is the request start; first byte = blocked + dns + connect + send + wait (the
 `-1` "not applicable" values count as 0; `ssl` is inside `connect`), unknown (NULL) without a
-response or without a `wait` (then nothing says when a byte came); end = `time` (a first byte
+response or without a `wait` above 0 (then nothing says when a byte came); end = `time`, unknown
+when 0 or absent (converters write 0 for "not measured": HAR has no null for it) (a first byte
 after it makes both unknown, as in a capture record); `startedDateTime` must carry its offset
 (a time without one is a reject, not guessed to be UTC). A HAR has no per-chunk timing, so a
 streamed body's time to first text is unknown (NULL). A failed request's reason is `_error`,
@@ -30,7 +31,7 @@ from pipeline.capture_format import RecordError, parse_timestamp
 from pipeline.errors import InputError
 from pipeline.records import Exchange, Reject
 from pipeline.redact import account_of, redact_headers, redact_url
-from pipeline.sources import open_binary
+from pipeline.sources import damage_of, open_binary
 
 READ_BYTES = 4 * 1024 * 1024
 # A run of anything but brackets, where strings are consumed whole (so a bracket inside a string
@@ -228,9 +229,19 @@ def _first_byte_ms(timings: Any, status: int | None) -> float | None:
     if status is None or not isinstance(timings, dict):
         return None
     wait = timings.get("wait")
-    if not isinstance(wait, int | float) or isinstance(wait, bool) or wait < 0:
+    # A wait of 0 is what converters write when they measured nothing (no response comes back
+    # in no time at all), so it is as unknown as -1 or absent.
+    if not isinstance(wait, int | float) or isinstance(wait, bool) or wait <= 0:
         return None
     return sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
+
+
+def _duration(total: Any) -> float | None:
+    """The entry's `time` in ms, or None when it is absent, negative or 0: an exchange over a
+    network takes some time, and a 0 there means the tool did not measure it."""
+    if isinstance(total, int | float) and not isinstance(total, bool) and total > 0:
+        return float(total)
+    return None
 
 
 def _error(entry: dict[str, Any], response: Any) -> str | None:
@@ -268,7 +279,8 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
         response_body=_content(response.get("content")),
         account=account_of(raw_headers, url),
         first_byte_ms=_first_byte_ms(entry.get("timings"), status),
-        end_ms=float(total) if isinstance(total, int | float) and total >= 0 else None,
+        # 0 is what many converters write for "not measured" (HAR has no null for it): unknown.
+        end_ms=_duration(total),
         # No response, or a transfer that failed after the headers (Chrome's
         # net::ERR_INCOMPLETE_CHUNKED_ENCODING on a cut stream): the exchange did not complete.
         capture_outcome="interrupted" if status is None or error else None,
@@ -296,8 +308,13 @@ def read_entry(entry: Any, source: str, index: int) -> Exchange | Reject:
 
 def iter_har(path: Path) -> Iterator[Exchange | Reject]:
     with open_binary(path) as fh:
+        after = 0
         try:
             for index, entry in iter_entries(fh):
                 yield read_entry(entry, str(path), index)
+                after = index + 1
         except InputError as exc:
             raise InputError(f"{path}: {exc.message}", hint=exc.hint) from None
+        damage = damage_of(fh)
+        if damage is not None:
+            yield Reject(str(path), after, damage, "")

@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 
 from pipeline.records import Exchange, Reject
-from pipeline.sources import open_binary
-from pipeline.sources.capture import redact_excerpt, without_bom
+from pipeline.sources import damage_of, open_binary
+from pipeline.sources.capture import NO_LIMIT, long_line_reject, redact_excerpt, without_bom
 
 # Spans of one line are numbered within it (see `span_index`); an export batch holds thousands
 # of spans at most, far below this. A line with more spans keeps the first STRIDE - 1 and gives
@@ -156,16 +156,36 @@ def span_to_exchange(
     )
 
 
-def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for rs in doc.get("resourceSpans") or ():
+def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]] | str]:
+    """(span, resource attributes) for each span of an export, or for a part of it that is not
+    shaped as OTLP (a string where a list belongs, a span that is no object) why: that part is
+    one reject, so every part of a line is counted (an empty list is an export of no spans)."""
+    resource_spans = doc.get("resourceSpans")
+    if resource_spans is None:
+        return
+    if not isinstance(resource_spans, list):
+        yield "resourceSpans is not a list"
+        return
+    for rs in resource_spans:
         if not isinstance(rs, dict):
+            yield "a resourceSpans element is not an object"
             continue
-        resource = attributes((rs.get("resource") or {}).get("attributes"))
+        resource_obj = rs.get("resource") or {}
+        resource = attributes(
+            resource_obj.get("attributes") if isinstance(resource_obj, dict) else None
+        )
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
+        if not isinstance(scopes, list):
+            yield "scopeSpans is not a list"
+            continue
         for scope in scopes:
-            for span in (scope or {}).get("spans") or ():
-                if isinstance(span, dict):
-                    yield span, resource
+            spans = scope.get("spans") if isinstance(scope, dict) else scope
+            if not isinstance(spans, list):
+                if spans is not None:
+                    yield "a scopeSpans element is not an object with a list of spans"
+                continue
+            for span in spans:
+                yield (span, resource) if isinstance(span, dict) else "a span is not an object"
 
 
 def span_index(lineno: int, ordinal: int) -> int:
@@ -176,10 +196,16 @@ def span_index(lineno: int, ordinal: int) -> int:
 
 
 def iter_otlp_lines(
-    lines: Iterable[bytes], source: str, first_lineno: int
+    lines: Iterable[bytes], source: str, first_lineno: int, limit: int = NO_LIMIT
 ) -> Iterator[Exchange | Reject]:
-    """Spans of consecutive OTLP lines, the first being line `first_lineno`."""
+    """Spans of consecutive OTLP lines, the first being line `first_lineno`; a line longer
+    than `limit` is one reject."""
     for lineno, line in enumerate(lines, start=first_lineno):
+        if type(line) is not bytes or len(line) > limit:
+            long = long_line_reject(line, source, span_index(lineno, 0), limit)
+            if long is not None:
+                yield long
+                continue
         line = without_bom(line, lineno)
         if not line.strip():
             continue
@@ -194,7 +220,7 @@ def iter_otlp_lines(
             continue
         spans = _spans(doc)
         last = SPAN_INDEX_STRIDE - 1
-        for ordinal, (span, resource) in enumerate(spans):
+        for ordinal, part in enumerate(spans):
             if ordinal == last and next(spans, None) is not None:
                 # More spans than indices in the line: the line's last index is the one reject
                 # for the excess (so no index reaches into the next line's).
@@ -208,6 +234,10 @@ def iter_otlp_lines(
                 )
                 break
             index = span_index(lineno, ordinal)
+            if isinstance(part, str):
+                yield Reject(source, index, f"OTLP line not readable: {part}", redact_excerpt(line))
+                continue
+            span, resource = part
             try:
                 yield span_to_exchange(span, resource, source, index)
             except (TypeError, ValueError, AttributeError, OverflowError) as exc:
@@ -217,7 +247,18 @@ def iter_otlp_lines(
 
 def iter_otlp(path: Path) -> Iterator[Exchange | Reject]:
     with open_binary(path) as fh:
-        yield from iter_otlp_lines(fh, str(path), 1)
+        lines = 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal lines
+            for line in fh:
+                lines += 1
+                yield line
+
+        yield from iter_otlp_lines(counted(), str(path), 1)
+        damage = damage_of(fh)
+        if damage is not None:
+            yield Reject(str(path), span_index(lines + 1, 0), damage, "")
 
 
 def iter_otlp_range(
