@@ -162,3 +162,39 @@ def test_the_demo_break_money_equals_its_lost_tokens_priced_by_hand_from_the_pri
         unknown_loss
         == demo.execute("SELECT count(*) FROM cache_breaks WHERE tokens_lost IS NULL").fetchone()[0]
     )
+
+
+def test_the_demo_findings_hold_every_break_once_and_their_money_sums_to_the_hand_priced_loss(
+    demo: Any,
+) -> None:
+    rows = demo.execute(
+        "SELECT model, started_at, tokens_lost FROM cache_breaks WHERE tokens_lost > 0"
+    ).fetchall()
+    expected = 0.0
+    for model, ts, lost in rows:
+        price = price_of(model, ts)
+        if price is not None:
+            expected += lost * (price[0] - price[1]) / 1e6
+    money, turns = demo.execute("SELECT sum(lost_cost), sum(turns) FROM findings").fetchone()
+    breaks = demo.execute(
+        "SELECT count(*) FROM cache_breaks WHERE cause <> 'cold_start'"
+    ).fetchone()[0]
+    assert money == pytest.approx(expected)
+    assert turns == breaks
+
+
+def test_the_demo_findings_name_the_planted_causes_with_their_fix(demo: Any) -> None:
+    """The demo plants a timestamp in research-agent's system prompt and reorders ops-agent's
+    tools: each becomes a finding whose fix says what to change."""
+    fixes = dict(
+        demo.execute(
+            "SELECT scope || ' ' || cause || ' ' || change_class, any_value(fix) FROM findings"
+            " WHERE change_class IS NOT NULL GROUP BY ALL"
+        ).fetchall()
+    )
+    assert fixes["research-agent system_changed timestamp"] == (
+        "move the timestamp after the history"
+    )
+    assert fixes["ops-agent tools_changed reordered"] == (
+        "keep the tool order stable (sort the tools by name)"
+    )
