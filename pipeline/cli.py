@@ -294,7 +294,7 @@ def summary(
     con = sqlmod.connect(
         existing_warehouse(warehouse),
         options=sql_options(prices, rules),
-        only=["headline", "cost_summary"],
+        only=["headline", "cost_summary", "findings"],
     )
     rel = sqlmod.run(con, "SELECT * FROM headline")
     data = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
@@ -343,6 +343,10 @@ def summary(
             f"  unpriced:          {unpriced['requests_unpriced']} requests"
             f" ({unpriced['unpriced_reasons']})"
         )
+    from pipeline.findings import summary_lines
+
+    for line in summary_lines(con):
+        typer.echo(line)
 
 
 def _amount(value: float | None) -> str:

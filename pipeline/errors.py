@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     DATA = 4  # a table or data file is invalid (e.g. `prices check` found problems)
     NOT_FOUND = 5  # the thing asked for does not exist (week, conversation, view)
     NETWORK = 6  # an upstream or listening socket failed
+    LIMIT = 7  # `check`: the cache breaks exceed a limit the user set (a CI gate failed)
     BUG = 70
 
 
@@ -58,3 +59,9 @@ class NetworkError(PipelineError):
 
 class WarehouseError(PipelineError):
     exit_code = ExitCode.DATA
+
+
+class LimitExceeded(PipelineError):
+    """`cacheaudit check`: the findings broke a limit (not a malfunction: the gate did its job)."""
+
+    exit_code = ExitCode.LIMIT

@@ -11,4 +11,5 @@ COMMAND_MODULES = (
     "pipeline.commands.experiment",
     "pipeline.commands.simulate",
     "pipeline.commands.engine",
+    "pipeline.commands.findings",
 )

@@ -1,0 +1,118 @@
+"""Findings (queries/findings.sql) for the commands: filtered listing, the summary's top lines,
+and the `check` gate. The grouping and the money are SQL; this module only selects and words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import duckdb
+
+# The findings view reads its own sources; a filter by time or agent applies to the breaks, so
+# the listing re-groups the view's per-break source (break_costs) only through the view itself:
+# the view is grouped over the whole warehouse and filtered here by first/last seen and scope.
+_SELECT = """
+SELECT * FROM findings
+WHERE ($since IS NULL OR last_seen >= $since::TIMESTAMPTZ)
+  AND ($until IS NULL OR first_seen < $until::TIMESTAMPTZ)
+  AND ($agent IS NULL OR (scope_kind = 'agent' AND scope = $agent))
+ORDER BY lost_cost DESC NULLS LAST, tokens_lost DESC NULLS LAST, scope, cause
+"""
+
+TOP_COLUMNS = (
+    "scope",
+    "cause",
+    "change_class",
+    "turns",
+    "tokens_lost",
+    "currency",
+    "lost_cost",
+    "saving_per_week",
+    "fix",
+)
+
+
+def select(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    since: date | None = None,
+    until: date | None = None,
+    agent: str | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The findings whose breaks fall in [since, until) (by first/last seen), of one agent."""
+    params = {"since": since, "until": until, "agent": agent}
+    return con.sql(_SELECT, params=params)
+
+
+def summary_lines(con: duckdb.DuckDBPyConnection, top: int = 3) -> list[str]:
+    """The money lost to prompt changes per currency, then the costliest findings, one a line."""
+    lines: list[str] = []
+    totals = con.execute(
+        "SELECT currency, sum(lost_cost), sum(lost_cost_unknown) FROM findings"
+        " GROUP BY currency ORDER BY currency NULLS LAST"
+    ).fetchall()
+    for currency, money, unknown in totals:
+        if currency is None:
+            if unknown:
+                lines.append(f"  lost to prompt changes, unpriced: {unknown} breaks")
+            continue
+        lines.append(f"lost to prompt changes ({currency}): {money:.4f}  (cache breaks, priced)")
+    rows = con.execute(
+        "SELECT scope, cause, change_class, turns, currency, lost_cost, fix FROM findings"
+        " WHERE lost_cost > 0 ORDER BY lost_cost DESC LIMIT $top",
+        {"top": top},
+    ).fetchall()
+    for scope, cause, klass, turns, currency, money, fix in rows:
+        what = cause + (f", {klass}" if klass else "")
+        lines.append(f"  {scope}: {what}, {turns} turns, {money:.4f} {currency} - {fix}")
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What `check` found: the limits broken (empty = pass) and the findings behind them."""
+
+    broken: list[str] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    lost_share: float | None = None
+    lost_money: dict[str, float] = field(default_factory=dict)
+
+
+def check(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    max_lost_share: float | None,
+    max_lost_money: float | None,
+    fail_on: list[str],
+) -> Verdict:
+    """Compare the warehouse's breaks with the limits. lost share = tokens lost to breaks /
+    input tokens, over the requests whose input is known."""
+    lost, inputs = con.execute(
+        "SELECT (SELECT sum(tokens_lost) FROM findings),"
+        " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL)"
+    ).fetchone() or (None, None)
+    share = float(lost) / float(inputs) if lost is not None and inputs else None
+    money = {
+        c: float(m)
+        for c, m in con.execute(
+            "SELECT currency, sum(lost_cost) FROM findings WHERE currency IS NOT NULL GROUP BY 1"
+        ).fetchall()
+    }
+    rel = con.sql("SELECT * FROM findings ORDER BY lost_cost DESC NULLS LAST, tokens_lost DESC")
+    rows = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
+    broken: list[str] = []
+    culprits: list[dict[str, Any]] = []
+    if max_lost_share is not None and share is not None and share > max_lost_share:
+        broken.append(f"lost share {share:.4f} > {max_lost_share}")
+        culprits += [r for r in rows if (r["tokens_lost"] or 0) > 0]
+    for currency, amount in sorted(money.items()):
+        if max_lost_money is not None and amount > max_lost_money:
+            broken.append(f"lost money {amount:.4f} {currency} > {max_lost_money}")
+            culprits += [r for r in rows if r["currency"] == currency and r not in culprits]
+    for cause in fail_on:
+        hits = [r for r in rows if r["cause"] == cause]
+        if hits:
+            broken.append(f"cause {cause}: {sum(r['turns'] for r in hits)} breaks")
+            culprits += [r for r in hits if r not in culprits]
+    return Verdict(broken, culprits, share, money)

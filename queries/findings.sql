@@ -1,0 +1,104 @@
+-- name: findings
+-- inputs: break_costs, cache_breaks, conversations, requests
+-- output: the cache breaks grouped by what to fix: one row per (scope: the agent, else the
+--   conversation when the agent is unknown -- prefix_hygiene's subjects; cause; where: the
+--   changed segment's kind, role and position; change class; currency of the money), with the
+--   turns and conversations affected, the share of the scope's later turns, tokens lost (and how
+--   many breaks' loss is unknown), money lost (NULL-priced breaks counted, never 0), first and
+--   last seen, an example request with the parent's and the new excerpt side by side, and a fix
+--   in plain words chosen from the cause and class. Cold starts are no finding (they lose 0).
+--   Every break of break_costs except cold starts is in exactly one row, so the findings' money
+--   sums to the breaks' money, currency by currency.
+--   saving_per_week: the money lost over the observed period (first to last request of the
+--   warehouse, at least one day) scaled to 7 days: what fixing the cause would have saved per
+--   week at the traffic seen, assuming that traffic continues.
+WITH subjects AS (
+    SELECT
+        request_id,
+        CASE WHEN agent IS NULL THEN 'conversation' ELSE 'agent' END    AS scope_kind,
+        coalesce(agent, conversation_id)                                AS scope,
+        turn
+    FROM conversations
+),
+
+scope_turns AS (
+    SELECT scope_kind, scope, count(*) FILTER (WHERE turn > 1) AS later_turns
+    FROM subjects
+    GROUP BY ALL
+),
+
+observed AS (
+    SELECT greatest(
+        coalesce(epoch(max(started_at)) - epoch(min(started_at)), 0) / 86400.0, 1.0
+    )                                                                   AS observed_days
+    FROM requests
+),
+
+breaks AS (
+    SELECT
+        s.scope_kind, s.scope, k.cause, b.changed_kind, b.changed_role, b.changed_position,
+        b.change_class, k.currency, k.request_id, k.conversation_id, k.turn, k.started_at,
+        k.tokens_lost, k.lost_cost, k.lost_cost_unpriced_reason, b.excerpt, b.parent_excerpt,
+        b.gap_s
+    FROM break_costs AS k
+    JOIN cache_breaks AS b USING (request_id)
+    JOIN subjects AS s USING (request_id)
+    WHERE k.cause <> 'cold_start'
+),
+
+grouped AS (
+    SELECT
+        scope_kind, scope, cause, changed_kind, changed_role, changed_position, change_class,
+        currency,
+        count(*)                                                        AS turns,
+        count(DISTINCT conversation_id)                                 AS conversations,
+        sum(tokens_lost)                                                AS tokens_lost,
+        count(*) FILTER (WHERE tokens_lost IS NULL)                     AS tokens_lost_unknown,
+        sum(lost_cost)                                                  AS lost_cost,
+        count(*) FILTER (WHERE lost_cost IS NULL)                       AS lost_cost_unknown,
+        min(started_at)                                                 AS first_seen,
+        max(started_at)                                                 AS last_seen,
+        -- the example: the costliest break of the group, its excerpts side by side
+        arg_max(request_id, coalesce(tokens_lost, -1))                  AS example_request_id,
+        arg_max(parent_excerpt, coalesce(tokens_lost, -1))              AS example_parent_excerpt,
+        arg_max(excerpt, coalesce(tokens_lost, -1))                     AS example_excerpt,
+        max(gap_s)                                                      AS max_gap_s
+    FROM breaks
+    GROUP BY ALL
+),
+
+final AS (
+    SELECT
+        g.scope_kind, g.scope, g.cause, g.changed_kind, g.changed_role, g.changed_position,
+        g.change_class, g.currency, g.turns, g.conversations,
+        g.turns / nullif(t.later_turns, 0)::DOUBLE                      AS share_of_turns,
+        g.tokens_lost, g.tokens_lost_unknown, g.lost_cost, g.lost_cost_unknown,
+        g.lost_cost * 7 / o.observed_days                               AS saving_per_week,
+        g.first_seen, g.last_seen,
+        g.example_request_id, g.example_parent_excerpt, g.example_excerpt, g.max_gap_s,
+        CASE
+            WHEN g.cause = 'provider_miss'
+                THEN 'the provider served less than its own rules allow: nothing to fix on your side'
+            WHEN g.cause = 'expired'
+                THEN 'send within the cache lifetime, or ask for the longer retention where the provider offers it'
+            WHEN g.cause = 'model_changed'
+                THEN 'keep one model per conversation: a cache belongs to one model'
+            WHEN g.cause = 'below_minimum'
+                THEN 'the prefix is under the provider''s minimum: nothing is cached until it grows'
+            WHEN g.cause = 'tools_changed' AND g.change_class = 'reordered'
+                THEN 'keep the tool order stable (sort the tools by name)'
+            WHEN g.cause = 'tools_changed'
+                THEN 'keep the tool definitions fixed between turns'
+            WHEN g.cause = 'history_rewritten'
+                THEN 'append to the history instead of editing or dropping earlier messages'
+            WHEN g.change_class IN ('timestamp', 'uuid', 'counter')
+                THEN 'move the ' || g.change_class || ' after the history'
+            ELSE 'keep the system prompt fixed; put what changes after the history'
+        END                                                             AS fix
+    FROM grouped AS g
+    LEFT JOIN scope_turns AS t USING (scope_kind, scope)
+    CROSS JOIN observed AS o
+)
+
+SELECT * FROM final
+ORDER BY lost_cost DESC NULLS LAST, tokens_lost DESC NULLS LAST, scope, cause

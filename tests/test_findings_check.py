@@ -1,0 +1,96 @@
+"""`cacheaudit check`, the CI gate over the findings, and `cacheaudit findings`, on the demo.
+
+The demo's lost share and its expired breaks are worked out here with separate SQL over
+cache_breaks and requests, so the limits below sit on either side of the true figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli
+
+from pipeline import sql as sqlmod
+from pipeline.demo import write_demo
+from pipeline.errors import ExitCode
+from pipeline.ingest import ingest
+from pipeline.warehouse import Warehouse
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    root = tmp_path_factory.mktemp("demo")
+    write_demo(root / "capture.jsonl", seed=7, sessions=24)
+    wh = Warehouse(root / "warehouse")
+    ingest([root / "capture.jsonl"], wh, workers=1)
+    return root / "warehouse", sqlmod.connect(wh)
+
+
+def _share(con: Any) -> float:
+    lost, inputs = con.execute(
+        "SELECT (SELECT sum(tokens_lost) FROM cache_breaks),"
+        " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL)"
+    ).fetchone()
+    return float(lost) / float(inputs)
+
+
+def test_check_exits_0_when_the_lost_share_is_under_the_limit(demo: tuple[Path, Any]) -> None:
+    wh, con = demo
+    share = _share(con)
+    done = run_cli("check", "-w", str(wh), "--max-lost-share", str(share + 0.01))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+
+
+def test_check_exits_7_naming_the_limit_when_the_lost_share_is_over_it(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    share = _share(con)
+    done = run_cli("check", "-w", str(wh), "--max-lost-share", str(share - 0.01), "-f", "json")
+    assert done.returncode == ExitCode.LIMIT == 7
+    doc = json.loads(done.stdout)
+    assert doc["ok"] is False
+    assert doc["lost_share"] == pytest.approx(share)
+    assert "lost share" in doc["broken"][0]
+    assert doc["findings"]
+
+
+def test_check_fails_on_a_named_cause_and_lists_only_its_findings(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    expired = con.execute("SELECT count(*) FROM cache_breaks WHERE cause = 'expired'").fetchone()
+    assert expired[0] > 0  # the demo plants idle gaps
+    done = run_cli(
+        "check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "expired", "-f", "json"
+    )
+    assert done.returncode == 7
+    doc = json.loads(done.stdout)
+    assert doc["broken"] == [f"cause expired: {expired[0]} breaks"]
+    assert {f["cause"] for f in doc["findings"]} == {"expired"}
+    passed = run_cli("check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "model_changed")
+    assert passed.returncode == 0, passed.stdout
+
+
+def test_check_exits_7_over_a_money_limit_and_2_on_a_bad_format(demo: tuple[Path, Any]) -> None:
+    wh, _ = demo
+    over = run_cli("check", "-w", str(wh), "--max-lost-share", "1", "--max-lost-money", "0.01")
+    assert over.returncode == 7
+    assert "lost money" in over.stdout
+    bad = run_cli("check", "-w", str(wh), "--format", "yaml")
+    assert bad.returncode == ExitCode.USAGE
+
+
+def test_findings_filters_by_agent(demo: tuple[Path, Any]) -> None:
+    wh, con = demo
+    done = run_cli("findings", "-w", str(wh), "--agent", "ops-agent", "-f", "json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    breaks = con.execute(
+        "SELECT count(*) FROM cache_breaks WHERE agent = 'ops-agent' AND cause <> 'cold_start'"
+    ).fetchone()[0]
+    assert {r["scope"] for r in rows} == {"ops-agent"}
+    assert sum(r["turns"] for r in rows) == breaks
