@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 import orjson
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pipeline.capture.config import ProxyConfig, UpstreamRoute, exposure_warning, parse_listen
 from pipeline.capture.exchange import (
@@ -78,6 +79,9 @@ class ProxyOptions:
     read_timeout: float = 600.0
     verbose: bool = False
     summary_every: float = 60.0
+    # A client that opens a connection and does not finish its request line and headers in this
+    # many seconds (an HTTP/0.9 line, an idle socket) is disconnected instead of held open.
+    header_timeout: float = 5.0
 
 
 @dataclass
@@ -207,6 +211,21 @@ class CaptureProxy:
         if route is None:
             await _respond(send, 404, _error_body("no_route", f"no upstream for {scope['path']}"))
             self.log(f"capture: no upstream configured for {scope['path']!r}; answered 404")
+            return
+        if header_value(raw_headers, "content-length") is not None and header_value(
+            raw_headers, "transfer-encoding"
+        ):
+            # Both framings at once is how request smuggling starts; HTTP/1.1 (RFC 9112, section
+            # 6.1) lets a server reject it, and forwarding either reading would guess the body.
+            await _respond(
+                send,
+                400,
+                _error_body("bad_request", "Content-Length and Transfer-Encoding both present"),
+                close=True,
+            )
+            self.log(
+                "capture: a request with both Content-Length and Transfer-Encoding; answered 400"
+            )
             return
         body = await _read_body(receive)
         if body is None:
@@ -358,10 +377,33 @@ async def _wait_disconnect(receive: Receive) -> None:
         pass
 
 
-async def _respond(send: Send, status: int, body: bytes) -> None:
+async def _respond(send: Send, status: int, body: bytes, *, close: bool = False) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def header_timeout_protocol(seconds: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose first request has not arrived
+    (request line and headers) within `seconds`: uvicorn's own keep-alive timeout only starts
+    after a response, so without this an idle or HTTP/0.9 client holds a connection forever."""
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._header_timer = self.loop.call_later(seconds, self._no_request_in_time)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._header_timer.cancel()
+            super().connection_lost(exc)
+
+        def _no_request_in_time(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderTimeoutProtocol
 
 
 def bind(listen: str) -> socket.socket:
@@ -488,6 +530,7 @@ def serve(
             date_header=False,
             timeout_graceful_shutdown=max(1, round(grace_seconds)),
             access_log=False,
+            http=header_timeout_protocol(app.options.header_timeout),
         )
     )
     uvicorn_log = logging.getLogger("uvicorn.error")

@@ -14,13 +14,21 @@ Guarantees, and why they hold:
 - One file per UTC hour, and a new file when one passes `rotate_bytes`. Names carry the pid, so
   two processes writing one directory never share a file:
   `capture-20260102T13Z-p4242.jsonl`, then `capture-20260102T13Z-p4242-2.jsonl`, ...
+- Recording never breaks the traffic being recorded: a failed write (full disk, EIO, a removed
+  directory) is swallowed, counted in `failed`, and reported on stderr at most once per
+  `warn_every` seconds. A write that failed part-way leaves a fragment without its newline, so
+  the next record written to that file starts with a newline: the fragment is one rejected line
+  and the good record after it is whole.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +54,8 @@ class CaptureWriter:
         fsync: FsyncPolicy = "interval",
         fsync_interval: float = 1.0,
         clock: Callable[[], datetime] | None = None,
+        warn: Callable[[str], None] | None = None,
+        warn_every: float = 10.0,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise InputError(f"unknown fsync policy {fsync!r}", hint="always, interval or never")
@@ -68,6 +78,12 @@ class CaptureWriter:
         self._dirty = False
         self.records = 0
         self.bytes = 0
+        self.failed = 0  # records that could not be written (disk full, I/O error, ...)
+        self._torn = False  # the last write stopped part-way: the file ends mid-line
+        self._warn = warn or _stderr
+        self._warn_every = warn_every
+        self._warned_at: float | None = None
+        self._failed_since_warn = 0
         self.paths: list[Path] = []
         self._stop = threading.Event()
         self._syncer: threading.Thread | None = None
@@ -89,21 +105,49 @@ class CaptureWriter:
         if not line.endswith(b"\n") or b"\n" in line[:-1]:
             raise ValueError("a capture record is exactly one line ending in a newline")
         with self._lock:
-            fd = self._fd_for(len(line))
+            try:
+                self._write_locked(line)
+            except OSError as exc:
+                self._failed(exc)
+
+    def _write_locked(self, line: bytes) -> None:
+        fd = self._fd_for(len(line))
+        if self._torn:
+            line = b"\n" + line  # the fragment a failed write left becomes its own line
+        try:
             _write_all(fd, line)
-            self._size += len(line)
-            self.records += 1
-            self.bytes += len(line)
-            if self.fsync == "always":
-                os.fsync(fd)
-            else:
-                self._dirty = True
+        except _PartialWrite as exc:
+            self._size += exc.written
+            self._torn = True
+            raise
+        self._size += len(line)
+        self._torn = False
+        self.records += 1
+        self.bytes += len(line)
+        if self.fsync == "always":
+            os.fsync(fd)
+        else:
+            self._dirty = True
+
+    def _failed(self, exc: OSError) -> None:
+        self.failed += 1
+        self._failed_since_warn += 1
+        now = time.monotonic()
+        if self._warned_at is not None and now - self._warned_at < self._warn_every:
+            return
+        where = self._path or self.out_dir
+        self._warn(
+            f"capture: could not record {self._failed_since_warn} exchange(s) to {where}: "
+            f"{exc.strerror or exc} ({self.failed} unrecorded in total); traffic is unaffected"
+        )
+        self._warned_at, self._failed_since_warn = now, 0
 
     def flush(self) -> None:
         """Force what was written so far to disk."""
         with self._lock:
             if self._fd is not None and self._dirty:
-                os.fsync(self._fd)
+                with contextlib.suppress(OSError):  # reported by the writes that failed
+                    os.fsync(self._fd)
                 self._dirty = False
 
     def close(self) -> None:
@@ -135,18 +179,18 @@ class CaptureWriter:
         path = self.out_dir / f"{self.prefix}-{hour}Z-p{os.getpid()}{suffix}.jsonl"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         size = os.fstat(fd).st_size
-        if size and _last_byte(path) != b"\n":
-            _write_all(fd, b"\n")  # isolate a torn line left by a crash
-            size += 1
         self._fd, self._path, self._size = fd, path, size
         self.paths.append(path)
+        # A torn line left by a crash (or a failed write) is isolated by the next record's newline.
+        self._torn = bool(size) and _last_byte(path) != b"\n"
         return fd
 
     def _close_fd(self) -> None:
         if self._fd is None:
             return
         if self._dirty and self.fsync != "never":
-            os.fsync(self._fd)
+            with contextlib.suppress(OSError):  # a failing disk must not stop a shutdown
+                os.fsync(self._fd)
         os.close(self._fd)
         self._fd, self._dirty = None, False
 
@@ -159,15 +203,42 @@ class CaptureWriter:
                 self._dirty = False
             try:
                 os.fsync(fd)
+            except OSError:
+                pass  # the disk is failing: writes report it; this thread must keep running
             finally:
                 os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+_os_write = os.write  # module-level so a test can inject a full disk
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    """Write everything; an error after some bytes reached the file is a `_PartialWrite`."""
     view = memoryview(data)
+    done = 0
     while view:
-        written = os.write(fd, view)
+        try:
+            written = _os_write(fd, view)
+        except OSError as exc:
+            if done:
+                raise _PartialWrite(exc, done) from exc
+            raise
         view = view[written:]
+        done += written
+    return done
+
+
+class _PartialWrite(OSError):
+    """A write that failed after `written` bytes had reached the file."""
+
+    def __init__(self, exc: OSError, written: int) -> None:
+        super().__init__(exc.errno, exc.strerror)
+        self.written = written
+
+
+def _stderr(message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(message, file=sys.stderr, flush=True)
 
 
 def _last_byte(path: Path) -> bytes:

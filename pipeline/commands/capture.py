@@ -61,6 +61,10 @@ def proxy(
     connect_timeout: Annotated[
         float, typer.Option(help="Seconds to connect to the upstream.")
     ] = 10.0,
+    header_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds a client has to send a request's first line and headers."),
+    ] = 5.0,
     fsync: Annotated[
         str, typer.Option(help="always, interval (at most 1 s behind) or never.")
     ] = "interval",
@@ -95,12 +99,15 @@ def proxy(
         raise UsageError(f"--fsync {fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
     if rotate_mb < 1:
         raise UsageError("--rotate-mb must be at least 1")
+    if header_timeout <= 0:
+        raise UsageError("--header-timeout must be more than 0 seconds")
     cfg = load_config(config) if config is not None else ProxyConfig()
     if upstream is not None:
         cfg.routes.append(upstream_route(upstream))
     options = ProxyOptions(
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
+        header_timeout=header_timeout,
         verbose=verbose,
         summary_every=summary_every,
     )
