@@ -231,6 +231,9 @@ def ingest_capture(files: Sequence[Path], warehouse: Path, log: Log = stderr_log
         f" accepted + {result.total('rejected')} rejected + {result.total('skipped')} skipped"
         f" -> {warehouse}"
     )
+    from pipeline import warehouse_db
+
+    log(warehouse_db.refresh(Warehouse(warehouse)))
     return int(result.total("accepted"))
 
 
