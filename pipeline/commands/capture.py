@@ -173,6 +173,31 @@ def run(
     raise typer.Exit(result.exit_code)
 
 
+@capture_app.command("otlp")
+def otlp(
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to listen on; a bare PORT means 127.0.0.1:PORT.")
+    ] = "127.0.0.1:4318",
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for the OTLP/JSON lines.")
+    ] = Path("capture"),
+) -> None:
+    """Receive OpenTelemetry traces over OTLP/HTTP and write them for `ingest`.
+
+    Accepts POST /v1/traces in protobuf or JSON, gzip or not, as OpenTelemetry
+    SDKs and Collectors export them, and appends each export as one OTLP/JSON
+    line to OUT/otlp-<hour>Z-p<pid>.jsonl (credential attributes redacted).
+    GenAI spans (gen_ai.* attributes) become requests at `cacheaudit ingest`.
+    Ctrl-C or SIGTERM stops it.
+
+    Example: cacheaudit capture otlp, then run the app with
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
+    """
+    from pipeline.capture.otlp_receiver import serve
+
+    serve(out, listen)
+
+
 @capture_app.command("mitm-addon")
 def mitm_addon() -> None:
     """Print the mitmproxy addon's path: `mitmdump -s "$(cacheaudit capture mitm-addon)"`."""
