@@ -201,6 +201,9 @@ def ingest(
         f" + {result.total('rejected')} rejected + {result.total('skipped')} skipped"
         f" -> {warehouse}"
     )
+    from pipeline import warehouse_db
+
+    err(warehouse_db.refresh(wh))
 
 
 class _progress_bar:

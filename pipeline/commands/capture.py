@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.commands.options import DEFAULT_WAREHOUSE, WarehouseOpt, err
 from pipeline.errors import UsageError
 
 capture_app = typer.Typer(
@@ -120,6 +121,88 @@ def proxy(
         rotate_bytes=rotate_mb * 1024 * 1024,
         grace_seconds=shutdown_grace,
     )
+
+
+@capture_app.command("run", context_settings={"ignore_unknown_options": True})
+def run(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="-- COMMAND [ARGS]...",
+            help="The command to run (after --), e.g. -- python my_agent.py.",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Capture directory.", show_default=True)
+    ] = Path("capture"),
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML file with more upstreams (as for `capture proxy`)."),
+    ] = None,
+    no_ingest: Annotated[
+        bool, typer.Option("--no-ingest", help="Only record; do not ingest or summarise.")
+    ] = False,
+) -> None:
+    """Run COMMAND with its LLM API traffic recorded, then ingest and summarise.
+
+    Starts the recording proxy on a free 127.0.0.1 port, one route per
+    provider (/openai /anthropic /gemini /deepseek /openrouter), and sets
+    for COMMAND only: OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
+    GOOGLE_GEMINI_BASE_URL, DEEPSEEK_API_BASE, OPENROUTER_API_BASE.
+    A base URL you had set already stays that route's upstream. The rest
+    of the environment (your API keys) passes unchanged; keys are
+    forwarded, never written. Ctrl-C and SIGTERM go to COMMAND; the exit
+    code is COMMAND's (128+N when signal N ended it).
+
+    Example: cacheaudit capture run -- python my_agent.py --task fix-tests
+    """
+    from pipeline.capture.config import load_config
+    from pipeline.capture.run import ingest_capture, print_reports
+    from pipeline.capture.run import run as run_command
+
+    command = [c for i, c in enumerate(command or []) if i or c != "--"]
+    if not command:
+        raise UsageError("no command to run", hint="cacheaudit capture run -- python my_agent.py")
+    extra = load_config(config).routes if config is not None else []
+    result = run_command(command, out, extra_routes=extra)
+    if no_ingest:
+        raise typer.Exit(result.exit_code)
+    if not result.exchanges:
+        err(
+            f"capture: {command[0]} made no request through the proxy; nothing to ingest"
+            " (see docs/capture.md for the variables each tool reads)"
+        )
+    else:
+        ingest_capture(result.capture_files, warehouse)
+        print_reports(warehouse)
+    raise typer.Exit(result.exit_code)
+
+
+@capture_app.command("otlp")
+def otlp(
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to listen on; a bare PORT means 127.0.0.1:PORT.")
+    ] = "127.0.0.1:4318",
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for the OTLP/JSON lines.")
+    ] = Path("capture"),
+) -> None:
+    """Receive OpenTelemetry traces over OTLP/HTTP and write them for `ingest`.
+
+    Accepts POST /v1/traces in protobuf or JSON, gzip or not, as OpenTelemetry
+    SDKs and Collectors export them, and appends each export as one OTLP/JSON
+    line to OUT/otlp-<hour>Z-p<pid>.jsonl (credential attributes redacted).
+    GenAI spans (gen_ai.* attributes) become requests at `cacheaudit ingest`.
+    Ctrl-C or SIGTERM stops it.
+
+    Example: cacheaudit capture otlp, then run the app with
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
+    """
+    from pipeline.capture.otlp_receiver import serve
+
+    serve(out, listen)
 
 
 @capture_app.command("mitm-addon")

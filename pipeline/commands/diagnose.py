@@ -82,6 +82,9 @@ def build(
             err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")
         else:
             err(f"{r.name}: up to date")
+    from pipeline import warehouse_db
+
+    err(warehouse_db.refresh(Warehouse(warehouse), options))
 
 
 def register(app: typer.Typer) -> None:

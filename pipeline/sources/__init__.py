@@ -277,6 +277,17 @@ def refuse_streams(paths: list[Path]) -> None:
             )
 
 
+# mitmproxy's flow files are tnetstrings: each flow a dict written `<length>:<items>}`, whose
+# items are tnetstrings too (`4:type;4:http;`, `7:version;...`).
+_TNETSTRING_DICT = re.compile(rb"\d{1,10}:\d{1,10}:[a-z_]{1,40};")
+
+
+def _looks_like_mitm_flows(text: bytes) -> bool:
+    return _TNETSTRING_DICT.match(text) is not None and (
+        b"4:type;" in text[:65536] or b"7:version;" in text[:65536]
+    )
+
+
 def detect_format(path: Path) -> str:
     """capture_jsonl, har or otlp_json, from the first bytes of content (not the extension)."""
     if not path.exists():
@@ -304,6 +315,12 @@ def detect_format(path: Path) -> str:
     later = _later_format(path)
     if later is not None:
         return later
+    if _looks_like_mitm_flows(text):
+        raise InputError(
+            f"{path} is a mitmproxy flow file (mitmdump -w), which cacheaudit does not read",
+            hint=f"export it as HAR with mitmproxy: mitmdump -nr {path} --set hardump={path}.har"
+            " and ingest the .har (or record with the addon: docs/capture.md)",
+        )
     if text.startswith(b"{"):
         raise InputError(
             f"{path}: format not recognised",

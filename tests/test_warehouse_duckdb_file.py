@@ -1,0 +1,144 @@
+"""`<warehouse>/cacheaudit.duckdb`: any DuckDB client, without cacheaudit, sees the rows
+`cacheaudit sql` sees, after a --force re-ingest left a replaced generation's parts on disk
+(which a plain glob over the Parquet files counts twice), from any working directory, and a
+client holding the file open does not block the next ingest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from conftest import run_cli
+
+from pipeline import sql as sqlmod
+from pipeline.warehouse import Warehouse
+
+FIXTURES = Path(__file__).parent / "fixtures" / "breaks"
+QUERIES = [
+    "SELECT count(*), sum(input_tokens), sum(cache_read_tokens), sum(output_tokens) FROM requests",
+    "SELECT request_id, input_tokens, cache_read_tokens FROM requests ORDER BY request_id",
+    "SELECT * FROM headline",
+    "SELECT count(*) FROM segments",
+    "SELECT * FROM cache_breaks ORDER BY ALL",
+    "SELECT * FROM cost_summary ORDER BY ALL",
+]
+# A plain DuckDB client: no cacheaudit import (checked), its own working directory.
+READER = textwrap.dedent(
+    """
+    import json, sys
+    import duckdb
+    con = duckdb.connect(sys.argv[1], read_only=True)
+    con.execute("SET TimeZone = 'UTC'")
+    queries = json.loads(sys.argv[2])
+    out = [[[str(v) for v in row] for row in con.sql(q).fetchall()] for q in queries]
+    assert not any(m == "pipeline" or m.startswith("pipeline.") for m in sys.modules)
+    print(json.dumps(out))
+    """
+)
+
+
+def _reader(db: Path, cwd: Path) -> list[Any]:
+    cwd.mkdir(exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", READER, str(db), json.dumps(QUERIES)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: list[Any] = json.loads(done.stdout)
+    return result
+
+
+def _cacheaudit(warehouse: Path) -> list[Any]:
+    out = []
+    for q in QUERIES:
+        _con, rel = sqlmod.run_user_sql(Warehouse(warehouse), q)
+        out.append([[str(v) for v in row] for row in rel.fetchall()])
+    return out
+
+
+def _ingest(warehouse: Path, *extra: str) -> str:
+    files = sorted(str(p) for p in FIXTURES.glob("*.jsonl"))
+    done = run_cli("ingest", *files, "--warehouse", str(warehouse), "--workers", "1", *extra)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_a_plain_duckdb_client_sees_what_cacheaudit_sql_sees_after_a_forced_reingest(
+    tmp_path: Path,
+) -> None:
+    wh = tmp_path / "warehouse"
+    _ingest(wh)
+    stderr = _ingest(wh, "--force")
+    db = wh / "cacheaudit.duckdb"
+    assert f"duckdb {db}" in stderr
+
+    # The replaced generation's parts are still on disk (kept for readers that listed them):
+    # a glob over the files counts every request twice; the database's views do not.
+    globbed = duckdb.sql(
+        "SELECT count(*) FROM read_parquet($p)", params={"p": str(wh / "requests/**/*.parquet")}
+    ).fetchall()
+    lines = sum(len(p.read_text().splitlines()) for p in FIXTURES.glob("*.jsonl"))
+    assert globbed == [(2 * lines,)]
+
+    seen = _reader(db, tmp_path / "elsewhere")
+    assert seen == _cacheaudit(wh)
+    assert seen[0][0][0] == str(lines)  # every fixture line is one request, counted once
+
+    cli = run_cli("sql", "--warehouse", str(wh), "--format", "csv", "SELECT count(*) FROM requests")
+    assert cli.stdout.splitlines()[1] == str(lines)
+
+
+def test_the_database_follows_a_build_and_reads_the_stored_views(tmp_path: Path) -> None:
+    wh = tmp_path / "warehouse"
+    _ingest(wh)
+    built = run_cli("build", "--warehouse", str(wh))
+    assert built.returncode == 0, built.stderr
+    con = duckdb.connect(str(wh / "cacheaudit.duckdb"), read_only=True)
+    [(text,)] = con.execute(
+        "SELECT sql FROM duckdb_views() WHERE view_name = 'cache_breaks'"
+    ).fetchall()
+    con.close()
+    assert str((wh / "derived" / "cache_breaks.parquet").resolve()) in text
+    assert _reader(wh / "cacheaudit.duckdb", tmp_path / "elsewhere") == _cacheaudit(wh)
+
+
+def test_a_client_holding_the_database_open_does_not_block_an_ingest(tmp_path: Path) -> None:
+    wh = tmp_path / "warehouse"
+    _ingest(wh)
+    db = wh / "cacheaudit.duckdb"
+    # Read-write: DuckDB holds the file's lock until the connection closes.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True);"
+            " sys.stdin.readline(); print(c.sql('select count(*) from requests').fetchall()[0][0])",
+            str(db),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        stderr = _ingest(wh, "--force")
+        assert "not refreshed" not in stderr
+        assert f"duckdb {db}" in stderr
+        out, _ = holder.communicate("\n", timeout=60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    lines = sum(len(p.read_text().splitlines()) for p in FIXTURES.glob("*.jsonl"))
+    # The holder still reads its own (old) file: the replaced parts stay within the grace.
+    assert out.strip() == str(lines)
+    assert _reader(db, tmp_path / "elsewhere")[0][0][0] == str(lines)
