@@ -230,7 +230,8 @@ def sql(
     _con, rel = sqlmod.run_user_sql(
         existing_warehouse(warehouse), query, options=sql_options(prices, rules)
     )
-    rows = output.emit(rel, fmt, out)
+    with sqlmod.statement_errors():  # DuckDB runs the statement as the rows are read
+        rows = output.emit(rel, fmt, out)
     if out is not None:
         err(f"{rows} rows -> {out}")
 
