@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from pipeline import __version__
+from pipeline.commands.helptext import tidy
 from pipeline.commands.options import (
     DEFAULT_WAREHOUSE,
     PricesOpt,
@@ -32,6 +33,10 @@ from pipeline.stdout import to_stdout
 class _Group(TyperGroup):
     """Every command writes its data to stdout through `to_stdout`, so `cacheaudit ... | head`
     exits 0 whichever command it is (click exits 1 when the reader stops early)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tidy(self)  # how every command's --help reads, set once (pipeline/commands/helptext.py)
 
     def invoke(self, ctx: Any) -> Any:
         with to_stdout():
@@ -218,10 +223,17 @@ def sql(
     Example, the token-weighted hit ratio per provider: over the requests where both input and
     cache read are known (unknown is NULL, never 0), with the requests it leaves out counted:
 
-    cacheaudit sql "select provider, sum(cache_read_tokens) filter (where known) /
-    sum(input_tokens) filter (where known) as hit_ratio, count(*) filter (where not known) as
-    requests_unknown from (select *, input_tokens is not null and cache_read_tokens is not null
-    as known from requests) group by 1 order by 1" --format csv
+    $ cacheaudit sql "select provider,
+        sum(cache_read_tokens) filter (where known)
+          / sum(input_tokens) filter (where known) as hit_ratio,
+        count(*) filter (where not known) as requests_unknown
+      from (select *, input_tokens is not null
+                      and cache_read_tokens is not null as known
+            from requests)
+      group by 1 order by 1" --format csv
+
+    A mistake in the statement (a misspelt column, a date such as '2026-13-01') prints
+    DuckDB's message and exits 1.
     """
     from pipeline import output
     from pipeline import sql as sqlmod

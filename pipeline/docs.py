@@ -61,7 +61,7 @@ def cli_reference() -> str:
     runner = CliRunner()
     parts = ["# CLI reference", "", "Generated from `--help` by `python -m pipeline.docs`.", ""]
     for path in [[], *_commands(app)]:
-        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"})
         title = "cacheaudit " + " ".join(path) if path else "cacheaudit"
         lines = [line.rstrip() for line in result.output.splitlines()]
         output = "\n".join(lines).strip("\n")
