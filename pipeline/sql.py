@@ -95,6 +95,18 @@ def query_sql(name: str) -> str:
         raise NotFoundError(f"no query named {name!r}", hint=f"see {QUERY_DIR}") from None
 
 
+def param_query_sql(name: str) -> str:
+    """The text of `queries/params/<name>.sql`: a query run with bound parameters (`$name`), so
+    not a view; it reads the views its header names as inputs."""
+    path = QUERY_DIR / "params" / f"{name}.sql"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(
+            f"no parameterised query named {name!r}", hint=f"see {path.parent}"
+        ) from None
+
+
 def creation_order(queries: dict[str, Query]) -> list[str]:
     graph = {q.name: {i for i in q.inputs if i in queries} for q in queries.values()}
     try:
