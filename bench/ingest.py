@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 import zstandard
+from xxhash import xxh3_64_intdigest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -215,6 +216,9 @@ def _baseline_with(path: Path, cores: int, body_attr: str | None, parser: str) -
 
 # The prompt segments of a request body, as ingest splits them (tools, system, each message).
 _SEGMENT_KEYS = ("tools", "system", "systemInstruction", "messages", "contents", "input")
+# A segment's hash is seeded with its place (normalise.identity_seed): one seed per key is the
+# least of that work (ingest looks each segment's kind and role up).
+_PLACE_SEEDS = {key: xxh3_64_intdigest(key.encode()) for key in _SEGMENT_KEYS}
 
 
 def _event_decoder() -> Any:
@@ -249,11 +253,12 @@ def _event_decoder() -> Any:
 def _floor_range(path: str, start: int, end: int) -> tuple[dict[str, float], dict[str, int]]:
     """CPU seconds of the work every ingest must do, whatever its design, split by part: the
     baseline's parse (each line and its request body); each response's events; each prompt
-    segment's compact bytes, its xxh3-128 and the chained prefix hash (the issue asks for the
-    hash of the exact bytes sent, as order-preserving compact JSON, and a chained prefix hash
-    per position); and writing those hashes and lengths to Parquet, the least of the
-    `segments` table. No logic, no request rows, no content, no dedupe. Also returns how many
-    records, response bodies and segments it handled, so a test can hold it to ingest's work."""
+    segment's compact bytes, its xxh3-128 seeded with its place in the prompt, and the chained
+    prefix hash (the hash of the exact bytes sent, as order-preserving compact JSON, and a
+    chained prefix hash per position); and writing those hashes and lengths to Parquet, the
+    least of the `segments` table. No logic, no request rows, no content, no dedupe. Also
+    returns how many records, response bodies and segments it handled, so a test can hold it
+    to ingest's work."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import xxhash
@@ -289,9 +294,10 @@ def _floor_range(path: str, start: int, end: int) -> tuple[dict[str, float], dic
             prefix = bytes(16)
             for key in _SEGMENT_KEYS:
                 part = body.get(key)
+                seed = _PLACE_SEEDS[key]
                 for segment in part if isinstance(part, list) else (part,) if part else ():
                     raw = dumps(segment)
-                    seg = digest(raw)
+                    seg = digest(raw, seed)
                     prefix = digest(prefix + seg)
                     hashes.append(seg)
                     prefixes.append(prefix)

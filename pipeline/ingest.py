@@ -48,7 +48,7 @@ import xxhash
 
 from pipeline import __version__, providers, schema
 from pipeline.errors import InputError, PipelineError
-from pipeline.normalise import Normalised, RejectRecord, Skip, normalise
+from pipeline.normalise import SEGMENT_HASHING, Normalised, RejectRecord, Skip, normalise
 from pipeline.records import Exchange, Reject
 from pipeline.redact import redact_text
 from pipeline.sources import compression_of, detect_format, iter_source, open_counted
@@ -1072,10 +1072,15 @@ def claim(
 ) -> FileResult:
     """What ingest does with one input file (either engine): nothing ("unchanged") when its
     content is in the warehouse already, or earlier in this batch, and --force is not given;
-    else ingest it ("ingested") under a new generation (`new_generation`)."""
+    else ingest it ("ingested") under a new generation (`new_generation`). Content whose
+    segments were hashed by another rule (`normalise.SEGMENT_HASHING`) is read again, as with
+    --force: its prefixes would never match those of what is ingested now."""
     entry = None if digest in pending else known.get(digest)
-    if digest in pending or (entry and not force):
+    rehash = entry is not None and entry[1].get("segment_hashing") != SEGMENT_HASHING
+    if digest in pending or (entry and not force and not rehash):
         return FileResult(str(path), fmt, "unchanged", size_bytes=size)
+    if rehash and not force:
+        print(f"{path}: ingested by an older version; reading it again", file=sys.stderr)
     fr = FileResult(str(path), fmt, "ingested", size_bytes=size)
     new_generation(warehouse, fr, digest, entry, supersede(known, path, digest))
     return fr
@@ -1184,6 +1189,7 @@ def write_manifests(warehouse: Warehouse, done: dict[str, FileResult]) -> None:
                 "skipped": fr.skipped,
                 "ingested_at": now,
                 "cacheaudit_version": __version__,
+                "segment_hashing": SEGMENT_HASHING,
             },
             fr.stem,
         )

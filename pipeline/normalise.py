@@ -13,7 +13,7 @@ from typing import Any, cast
 from urllib.parse import SplitResult, urlsplit
 
 import orjson
-from xxhash import xxh3_128_digest
+from xxhash import xxh3_64_intdigest, xxh3_128_digest
 
 from pipeline import providers
 from pipeline.dialects import DIALECTS
@@ -78,10 +78,29 @@ class RejectRecord(Exception):
     """The exchange claims to be an LLM call but cannot be read; the message is the reason."""
 
 
-def hash_chain(data: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-    """(segment digests, chained prefix digests): xxh3-128 of each segment's bytes, and
-    prefix[i] = xxh3-128(prefix[i-1] + segment[i]) from 16 zero bytes. Hex is the stored form."""
-    digests = list(map(xxh3_128_digest, data))
+# Bumped whenever the rule in `hash_chain` changes: a warehouse's sources hashed by another
+# rule are re-read on their next ingest (`ingest.claim`), as prefixes hashed by two rules never
+# match. 2: the segment's place (kind and role) seeds its hash.
+SEGMENT_HASHING = 2
+
+
+@lru_cache(maxsize=256)
+def identity_seed(kind: str, role: str | None) -> int:
+    """The xxh3 seed of a segment's place in the rendered prompt: a system instruction, a tool
+    definition, an output schema, a message of some role. The provider renders each under its
+    own heading, so the same bytes in another place are another prompt (Gemini's
+    `systemInstruction` is `{"role": "user", ...}` byte for byte like a user message; OpenAI's
+    `instructions` and a string `input` are both the bare JSON string)."""
+    return xxh3_64_intdigest(f"{kind}\x00{role or ''}".encode())
+
+
+def hash_chain(
+    kinds: list[str], roles: list[str | None], data: list[bytes]
+) -> tuple[list[bytes], list[bytes]]:
+    """(segment digests, chained prefix digests): xxh3-128 of each segment's bytes, seeded with
+    its place (`identity_seed` of its kind and role), and prefix[i] = xxh3-128(prefix[i-1] +
+    segment[i]) from 16 zero bytes. Hex is the stored form."""
+    digests = list(map(xxh3_128_digest, data, map(identity_seed, kinds, roles)))
     prefixes = []
     prefix = _EMPTY_PREFIX
     for digest in digests:
@@ -346,7 +365,7 @@ def build(
         data = [s.data for s in raw]
     else:
         kinds, roles, data = segments
-    digests, prefixes = hash_chain(data)
+    digests, prefixes = hash_chain(kinds, roles, data)
     usage = consistent(response.usage) if response.usage is not None else Usage()
     passes = usage.pass_prompt_tokens
     first_byte, end = _first_and_end(exchange)

@@ -142,17 +142,29 @@ def _query_params(query: str) -> list[tuple[str, str, int]]:
     return out
 
 
+# Words that stand for a key someone already hid; with them and punctuation removed, such a
+# value has no letter or digit left ("[REDACTED]", "<redacted>", "***", "Bearer <hidden>").
+_PLACEHOLDER_WORDS = re.compile(r"(?i)redacted|hidden|masked|removed|omitted")
+
+
+def is_placeholder(key: str) -> bool:
+    """Whether a key value is a stand-in for a key hidden before capture: it says nothing about
+    whose key it was, so every such request would otherwise share one made-up account."""
+    return not any(ch.isalnum() for ch in _PLACEHOLDER_WORDS.sub("", key))
+
+
 def account_of(headers: list[tuple[str, str]], url: str) -> str | None:
-    """Fingerprint of the caller's key from headers, else from a `key=` query parameter."""
+    """Fingerprint of the caller's key from headers, else from a `key=` query parameter; None
+    when there is none, or only a placeholder for one (`is_placeholder`)."""
     lowered = {name.lower(): value for name, value in headers}
     for name in _KEY_HEADERS:
         value = lowered.get(name)
         if value and value != REDACTED:
             key = _key_from_authorization(value) if name == "authorization" else value.strip()
-            return fingerprint(key) if key else None
+            return fingerprint(key) if key and not is_placeholder(key) else None
     for name, raw, _ in _query_params(urlsplit(url).query):
         value = unquote_plus(raw)
-        if name.lower() in SECRET_QUERY_PARAMS and value and value != REDACTED:
+        if name.lower() in SECRET_QUERY_PARAMS and value and not is_placeholder(value):
             return fingerprint(value)
     return None
 

@@ -17,6 +17,7 @@
 --   prompt without cache_control; caching-rules.md A7 step 4), and their loss is capped at what
 --   it would have served. A fork (the same history, other last messages: parallel requests) is
 --   no history_rewritten. An entry idles from its first response byte (caching-rules.md A5).
+--   A re-send of the same prompt (conversations.link_method resend) is no break.
 --   tokens_lost is NULL (unknown) when this request's or its parent's input tokens are unknown
 --   (e.g. an interrupted stream) or neither the reported nor the expected read is; a cold
 --   start's is 0. A request without prompt segments (an OTel span that carried no content)
@@ -24,7 +25,7 @@
 WITH turns AS (
     SELECT
         c.request_id, c.conversation_id, c.turn, c.parent_request_id, c.agent, c.started_at,
-        c.provider, c.model, c.account,
+        c.provider, c.model, c.account, c.link_method,
         p.segment_count, p.shared_segments, p.reuse_request_id, p.live_segments,
         p.tools_hash, p.tools_set_hash, p.history_start, p.last_assistant,
         p.available_after_ms,
@@ -181,6 +182,8 @@ caused AS (
         )                                                               AS layer,
         CASE
             WHEN d.parent_request_id IS NULL THEN 'cold_start'
+            -- the same prompt sent again (conversations: resend) changed nothing: no break
+            WHEN d.link_method = 'resend' THEN NULL
             -- expired, model_changed and the three changes name what lost a reusable prefix:
             -- none when the rules would have served nothing from the parent's prompt anyway
             -- (under the minimum, an Anthropic prompt without cache_control, no caching)

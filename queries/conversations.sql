@@ -8,7 +8,8 @@
 --      refused request left no cache entry, so it is not the turn the next one is compared
 --      with while a processed earlier turn exists. A stream cut after it began did write the
 --      cache and stays the parent (its loss may then be unknown).
---   2. Else the message history, within one cache scope (same account and provider; a model
+--   2. Else the message history, within one cache scope (same request_prefix.cache_scope and
+--      provider: the account, or without one what the capture shows belongs together; a model
 --      switch continues the conversation): the parent is the latest earlier request whose
 --      whole history equals this request's history before its last assistant reply (so a
 --      system prompt or tool list that changes every turn does not split the conversation).
@@ -18,10 +19,13 @@
 --      same tool set (or none on either side) and be within the parent's cache lifetime.
 --   3. Else a retry: the latest earlier identical request (same model, system prompt, tools
 --      and history) within the cache lifetime of the rule (its lookback where no lifetime is
---      published), e.g. after an error. The model is the one that served the request
---      (request_prefix.model): a refused request, whose error body names no model, has the
---      model its name was answered with, so a 429 on gpt-4.1 and its retry answered as
---      gpt-4.1-2025-04-14 are the same request.
+--      published), e.g. after an error. A re-send of a processed request, however it was
+--      linked (a session, or the history of a later turn sent twice), is link_method
+--      `resend`: its parent is the request it repeats, in its own conversation, and it is no
+--      cache break. A re-send of a refused request is the turn itself. The model is the one
+--      that served the request (request_prefix.model): a refused request, whose error body
+--      names no model, has the model its name was answered with, so a 429 on gpt-4.1 and its
+--      retry answered as gpt-4.1-2025-04-14 are the same request.
 --   4. Else the prefix: the earlier request it shares the longest prefix with, when that
 --      prefix reaches into the history (an edited or summarised history, or a fork: the same
 --      history with another last message, as parallel requests send).
@@ -35,6 +39,7 @@
 WITH base AS (
     SELECT
         p.request_id, p.arrival_order, p.started_at, p.provider, p.model, p.account,
+        p.cache_scope,
         r.session_id, r.agent, p.history_start, p.first_assistant, p.last_assistant,
         p.history_hash, p.before_last_reply_hash, p.first_exchange_hash,
         p.system_hash, p.tools_hash, p.tools_set_hash,
@@ -83,7 +88,7 @@ lineage_candidates AS (
 
 probes AS (
     SELECT
-        request_id, account, provider, arrival_order, started_at, system_hash, tools_set_hash,
+        request_id, cache_scope, provider, arrival_order, started_at, system_hash, tools_set_hash,
         before_last_reply_hash                                          AS probe,
         -- the history before the last reply holds no reply: it is the opening only
         first_assistant = last_assistant                                AS opening_probe
@@ -98,7 +103,7 @@ history_any AS (
         e.tools_set_hash AS parent_tools_set_hash, e.link_window_s
     FROM probes AS p
     ASOF JOIN lineage_candidates AS e
-      ON e.account IS NOT DISTINCT FROM p.account
+      ON e.cache_scope = p.cache_scope
      AND e.provider IS NOT DISTINCT FROM p.provider
      AND e.history_hash = p.probe
      AND p.arrival_order > e.arrival_order
@@ -113,7 +118,7 @@ history_same_system AS (
     SELECT p.request_id, e.request_id AS parent_request_id, e.arrival_order AS parent_order
     FROM opening_probes AS p
     ASOF JOIN lineage_candidates AS e
-      ON e.account IS NOT DISTINCT FROM p.account
+      ON e.cache_scope = p.cache_scope
      AND e.provider IS NOT DISTINCT FROM p.provider
      AND e.history_hash = p.probe
      AND e.system_hash IS NOT DISTINCT FROM p.system_hash
@@ -125,7 +130,7 @@ history_same_tools AS (
     SELECT p.request_id, e.request_id AS parent_request_id, e.arrival_order AS parent_order
     FROM opening_probes AS p
     ASOF JOIN lineage_candidates AS e
-      ON e.account IS NOT DISTINCT FROM p.account
+      ON e.cache_scope = p.cache_scope
      AND e.provider IS NOT DISTINCT FROM p.provider
      AND e.history_hash = p.probe
      AND e.tools_set_hash = p.tools_set_hash
@@ -153,26 +158,34 @@ history_parents AS (
     LEFT JOIN history_same_tools AS t USING (request_id)
 ),
 
--- a retry: the latest earlier identical request (e.g. after an error), if recent
-retry_any AS (
+-- the latest earlier identical request (same model, system prompt, tools and history) of the
+-- same session (or none on both), if recent: a re-send of the same prompt (after an error, a
+-- timeout, or a client sending it twice)
+identical_any AS (
     SELECT
-        p.request_id, p.started_at, e.request_id AS parent_request_id,
-        e.started_at AS parent_started_at, e.link_window_s
-    FROM lineage_candidates AS p
-    ASOF JOIN lineage_candidates AS e
-      ON e.account IS NOT DISTINCT FROM p.account
+        p.request_id, p.started_at, p.session_id, e.request_id AS parent_request_id,
+        e.started_at AS parent_started_at, e.link_window_s, e.processed AS parent_processed
+    FROM base AS p
+    ASOF JOIN base AS e
+      ON e.cache_scope = p.cache_scope
      AND e.provider IS NOT DISTINCT FROM p.provider
      AND e.model IS NOT DISTINCT FROM p.model
+     AND e.session_id IS NOT DISTINCT FROM p.session_id
      AND e.history_hash = p.history_hash
      AND e.system_hash IS NOT DISTINCT FROM p.system_hash
      AND e.tools_hash IS NOT DISTINCT FROM p.tools_hash
      AND p.arrival_order > e.arrival_order
 ),
 
-retry_parents AS (
-    SELECT request_id, parent_request_id
-    FROM retry_any
+resends AS (
+    SELECT request_id, session_id, parent_request_id, parent_processed
+    FROM identical_any
     WHERE date_diff('millisecond', parent_started_at, started_at) <= link_window_s * 1000
+),
+
+-- without a session: a retry links to the request it repeats
+retry_parents AS (
+    SELECT request_id, parent_request_id FROM resends WHERE session_id IS NULL
 ),
 
 linked AS (
@@ -205,7 +218,7 @@ shaped AS (
 -- a lineage starts at a request without a history parent that is not a fork
 roots AS (
     SELECT
-        request_id AS root_id, account, provider, model, system_hash, tools_hash, history_hash,
+        request_id AS root_id, cache_scope, provider, model, system_hash, tools_hash, history_hash,
         first_turn_key, arrival_order, prefix_parent
     FROM shaped
     WHERE history_parent IS NULL AND NOT fork
@@ -221,7 +234,7 @@ retry_roots AS (
     SELECT l.request_id, r.root_id
     FROM retried_openings AS l
     ASOF JOIN roots AS r
-      ON r.account IS NOT DISTINCT FROM l.account
+      ON r.cache_scope = l.cache_scope
      AND r.provider IS NOT DISTINCT FROM l.provider
      AND r.model IS NOT DISTINCT FROM l.model
      AND r.system_hash IS NOT DISTINCT FROM l.system_hash
@@ -233,7 +246,7 @@ retry_roots AS (
 -- the opening of each later turn: the parent of the latest turn-2 request with the same first
 -- exchange at or before it (a turn-2 request finds itself)
 second_turns AS (
-    SELECT request_id, account, provider, first_exchange_hash, arrival_order, history_parent
+    SELECT request_id, cache_scope, provider, first_exchange_hash, arrival_order, history_parent
     FROM shaped
     WHERE second_turn
 ),
@@ -246,7 +259,7 @@ openings AS (
     SELECT l.request_id, a.history_parent AS opening_id
     FROM later_turns AS l
     ASOF JOIN second_turns AS a
-      ON a.account IS NOT DISTINCT FROM l.account
+      ON a.cache_scope = l.cache_scope
      AND a.provider IS NOT DISTINCT FROM l.provider
      AND a.first_exchange_hash = l.first_exchange_hash
      AND l.arrival_order >= a.arrival_order
@@ -275,7 +288,7 @@ by_first_turn AS (
     SELECT l.request_id, r.root_id
     FROM unplaced AS l
     ASOF JOIN roots AS r
-      ON r.account IS NOT DISTINCT FROM l.account
+      ON r.cache_scope = l.cache_scope
      AND r.provider IS NOT DISTINCT FROM l.provider
      AND r.first_turn_key = l.first_turn_key
      AND l.arrival_order >= r.arrival_order
@@ -319,17 +332,31 @@ linked_all AS (
     SELECT * FROM lineages
 ),
 
+-- a re-send of a processed request of its own conversation is that request again, whatever
+-- linked it: its parent is the request it repeats, and it is no new turn of the prompt (no
+-- cache break). One repeating a refused request is the turn itself: it keeps its parent
+resent AS (
+    SELECT l.request_id, r.parent_request_id AS resent_id
+    FROM linked_all AS l
+    JOIN resends AS r USING (request_id)
+    JOIN linked_all AS o ON o.request_id = r.parent_request_id
+    WHERE o.conversation_id = l.conversation_id AND r.parent_processed
+),
+
 final AS (
     SELECT
         b.request_id,
         l.conversation_id,
         row_number() OVER (PARTITION BY l.conversation_id ORDER BY b.arrival_order)::INTEGER
                                                                         AS turn,
-        l.parent_request_id,
-        CASE WHEN l.parent_request_id IS NULL THEN 'new' ELSE l.link_method END AS link_method,
+        coalesce(x.resent_id, l.parent_request_id)                      AS parent_request_id,
+        CASE WHEN x.resent_id IS NOT NULL THEN 'resend'
+             WHEN l.parent_request_id IS NULL THEN 'new'
+             ELSE l.link_method END                                     AS link_method,
         b.session_id, b.agent, b.account, b.provider, b.model, b.started_at
     FROM base AS b
     JOIN linked_all AS l USING (request_id)
+    LEFT JOIN resent AS x USING (request_id)
 )
 
 SELECT * FROM final

@@ -1,5 +1,5 @@
 -- name: request_prefix
--- inputs: segments, requests, cache_rule_match
+-- inputs: segments, requests, cache_rule_match, cache_rules
 -- output: one row per request with everything the prefix views need from its segments (the
 --   heavy step; materialised by `cacheaudit build`). One window over the segments: per (cache
 --   scope, chained prefix hash), which earlier request last had the same prefix at each
@@ -22,6 +22,11 @@
 --   name (an OpenRouter fallback answers one request with another model, the next with the
 --   one asked for). The cache rule is still the one of the request's own model
 --   (cache_rule_match is keyed by requests.model).
+--   Without an account (no key seen: absent, or redacted before capture) the capture cannot
+--   show which requests shared a key, so the scope joins only what it shows belongs together:
+--   one source file, one session id (or none), and no gap between consecutive requests longer
+--   than the longest lifetime any cache rule allows (after it nothing can be read, whoever
+--   sent it). That is `cache_scope` (docs/capture.md, "Without an account").
 --   Hashes here are 63-bit fingerprints used only to compare requests
 --   (schemas/request_prefix.json).
 --   Cost notes (bench/views.py): the window sort is the one expensive step, so it carries only
@@ -31,6 +36,36 @@
 --   request instead of widening that sort.
 WITH rules AS (
     SELECT * FROM cache_rule_match
+),
+
+-- the longest any rule keeps an entry (a day if no rule publishes one)
+longest AS (
+    SELECT coalesce(max(greatest(coalesce(lifetime_s, 0), coalesce(extended_lifetime_s, 0))),
+                    86400) * 1000000                                    AS longest_us
+    FROM cache_rules
+),
+
+-- requests without an account, in runs: a gap over the longest lifetime starts a new one
+unscoped AS (
+    SELECT
+        request_id, source, session_id, provider, started_at,
+        epoch_us(started_at) - lag(epoch_us(started_at)) OVER (
+            PARTITION BY source, session_id, provider ORDER BY started_at, request_id
+        )                                                               AS gap_us
+    FROM requests
+    WHERE account IS NULL
+),
+
+runs AS (
+    SELECT
+        u.request_id,
+        'no account: ' || coalesce(u.source, '') || ' | session ' || coalesce(u.session_id, '')
+            || ' | run ' || sum(CASE WHEN u.gap_us > l.longest_us THEN 1 ELSE 0 END) OVER (
+                PARTITION BY u.source, u.session_id, u.provider
+                ORDER BY u.started_at, u.request_id
+                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)::VARCHAR AS cache_scope
+    FROM unscoped AS u
+    CROSS JOIN longest AS l
 ),
 
 -- the model that served each request (see the header). `answer` is the model of a processed
@@ -80,7 +115,8 @@ req AS (
         -- when its cache entry became available: the first response byte (A5, A7 step 3)
         greatest(coalesce(r.ttfb_ms, r.duration_ms, 0), 0)              AS available_after_ms,
         -- the cache scope as one number, hashed once per request rather than per segment
-        hash(r.provider, v.served_model, r.account)                     AS scope_key,
+        hash(r.provider, v.served_model, coalesce(r.account, u.cache_scope)) AS scope_key,
+        coalesce(r.account, u.cache_scope)                              AS cache_scope,
         r.provider, v.served_model AS model, r.account, r.segment_count, r.prompt_bytes,
         r.cache_breakpoints,
         coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
@@ -112,6 +148,7 @@ req AS (
         list_max(r.cache_breakpoints)                                   AS last_breakpoint
     FROM requests AS r
     JOIN served AS v USING (request_id)
+    LEFT JOIN runs AS u USING (request_id)
     LEFT JOIN rules AS m
       ON m.provider IS NOT DISTINCT FROM r.provider
      AND m.model IS NOT DISTINCT FROM r.model
@@ -298,8 +335,8 @@ final AS (
     SELECT
         q.request_id,
         q.rid_ord::BIGINT                                               AS arrival_order,
-        q.started_at, q.provider, q.model, q.account, q.segment_count, q.prompt_bytes,
-        q.writes_cache,
+        q.started_at, q.provider, q.model, q.account, q.cache_scope, q.segment_count,
+        q.prompt_bytes, q.writes_cache,
         CASE WHEN q.writes_cache THEN q.available_after_ms END::DOUBLE  AS available_after_ms,
         coalesce(b.shared_segments, 0)::INTEGER                         AS shared_segments,
         coalesce(b.shared_bytes, 0)::BIGINT                             AS shared_bytes,

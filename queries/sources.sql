@@ -7,7 +7,7 @@ WITH source AS (
 
 final AS (
     SELECT source, source_path, source_hash, format, size_bytes, records, accepted, rejected,
-           skipped, ingested_at, cacheaudit_version
+           skipped, ingested_at, cacheaudit_version, segment_hashing
     FROM source
 )
 

@@ -131,11 +131,13 @@ def test_an_otlp_file_split_across_workers_gives_the_same_rows_as_one_reader(
 # --- segment hashes are a contract: they must not change ------------------------------------
 
 
-def _rule(segments: list[bytes]) -> list[tuple[str, str]]:
-    """(segment_hash, prefix_hash) by the documented rule, from the exact bytes."""
+def _rule(segments: list[tuple[str, str | None, bytes]]) -> list[tuple[str, str]]:
+    """(segment_hash, prefix_hash) by the documented rule (schemas/segments.json), from each
+    segment's kind, role and exact bytes."""
     out, prefix = [], b"\x00" * 16
-    for data in segments:
-        digest = xxhash.xxh3_128_digest(data)
+    for kind, role, data in segments:
+        seed = xxhash.xxh3_64_intdigest(f"{kind}\x00{role or ''}".encode())
+        digest = xxhash.xxh3_128_digest(data, seed=seed)
         prefix = xxhash.xxh3_128_digest(prefix + digest)
         out.append((digest.hex(), prefix.hex()))
     return out
@@ -167,14 +169,19 @@ def test_segment_hashes_follow_the_rule_and_are_pinned() -> None:
         '{"role":"user","content":"café"}'.encode(),
     ]
     assert norm.data == expected_bytes
-    assert [(s.segment_hash, s.prefix_hash) for s in norm.segments] == _rule(expected_bytes)
-    # Pinned: the same bytes must hash the same forever (queries compare across ingests).
+    places = [("tool", None), ("system", "system"), ("message", "user")]
+    assert list(zip(norm.kinds, norm.roles, strict=True)) == places
+    assert [(s.segment_hash, s.prefix_hash) for s in norm.segments] == _rule(
+        [(k, r, d) for (k, r), d in zip(places, expected_bytes, strict=True)]
+    )
+    # Pinned: the same segment must hash the same forever (queries compare across ingests);
+    # a change of rule bumps normalise.SEGMENT_HASHING, so that older sources are read again.
     assert norm.hashes == [
-        "9537b8d96427c13b4b1cceca35e3c5a5",
-        "a72634c60c0b1f83b6884d0f39f79a54",
-        "b2500d05a1d9575f4c98ea513f0c3ab2",
+        "567634083bbf75b3338fe6c265653b82",
+        "2df107703eaa290e86c32e9c764f0470",
+        "b67703967bc9ca8758b042e9a37f62bd",
     ]
-    assert norm.row["last_prefix_hash"] == "722d40daff4850c4047f5ee8a275ee56"
+    assert norm.row["last_prefix_hash"] == "444254ebffd37d7a51f5cb4bab095d87"
     assert [s.bytes for s in norm.segments] == [43, 44, 33]
     assert norm.row["prompt_bytes"] == 120
 

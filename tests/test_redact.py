@@ -200,3 +200,17 @@ def test_credential_headers_in_otlp_span_attributes_are_masked_in_an_excerpt() -
         out = excerpt(text[:cut].encode())
         assert "plainsecret" not in out and "0123456789abcdef" not in out, out
     assert "gpt-4o" in excerpt(text.encode())  # what is not a credential stays readable
+
+
+def test_a_key_hidden_before_capture_is_no_account() -> None:
+    url = "https://api.openai.com/v1/chat/completions"
+    for hidden in ("Bearer [REDACTED]", "Bearer <redacted>", "Bearer ***", "Bearer <hidden>"):
+        assert account_of([("authorization", hidden)], url) is None, hidden
+    assert account_of([("x-api-key", "REDACTED")], url) is None
+    assert (
+        account_of([], "https://generativelanguage.googleapis.com/v1/m?key=%5BREDACTED%5D") is None
+    )
+    # a real key, even one holding such a word, still is one
+    assert account_of([("authorization", "Bearer sk-hidden-abc123")], url) == fingerprint(
+        "sk-hidden-abc123"
+    )

@@ -236,9 +236,18 @@ def test_the_length_chart_orders_buckets_by_length_not_by_name() -> None:
     assert x["sort"] == ["under 1K", "1K-4K"]
 
 
-def test_the_hit_ratio_chart_reads_days_as_utc_and_shows_percent() -> None:
-    enc = spec(hit_ratio.chart(HIT_RATIO_ROWS))["encoding"]
-    assert enc["x"]["timeUnit"] == "utcyearmonthdate"
+def test_the_hit_ratio_chart_shows_every_utc_day_of_the_week_and_percent() -> None:
+    chart = spec(hit_ratio.chart(HIT_RATIO_ROWS))
+    enc = chart["encoding"]
+    # the rows' UTC days (2026-11-23 is a Monday), each day of the week on the axis
+    week = ["Mon 23 Nov", "Tue 24 Nov", "Wed 25 Nov", "Thu 26 Nov", "Fri 27 Nov", "Sat 28 Nov",
+            "Sun 29 Nov"]  # fmt: skip
+    assert (enc["x"]["field"], enc["x"]["sort"], enc["x"]["scale"]["domain"]) == (
+        "day_label",
+        week,
+        week,
+    )
+    assert chart["mark"]["invalid"] == "break-paths-show-domains"
     assert enc["y"]["axis"]["format"] == "%"
     assert enc["y"]["scale"]["domain"] == [0, 1]
 

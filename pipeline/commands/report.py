@@ -53,8 +53,9 @@ def weekly(
 ) -> None:
     """One self-contained HTML page per ISO week, plus index.html (default: the latest week).
 
-    The pages open offline in any browser: the chart library is inlined. Prints the path of
-    each page written.
+    The pages open offline in any browser: the chart library is inlined. Each week's top
+    conversations by tokens lost link to their own pages, written beside it. Prints the path
+    of each weekly page written.
     """
     from pipeline.reports.weekly import WeekSelection, default_out_dir, generate_weekly
 
@@ -74,7 +75,15 @@ def weekly(
         err(f"{path}: unchanged inputs, skipped")
     for path in result.written:
         typer.echo(str(path))
-    err(f"{len(result.written)} written, {len(result.unchanged)} unchanged; index: {result.index}")
+    linked = (
+        f" and {len(result.conversations)} conversation pages they link to"
+        if result.conversations
+        else ""
+    )
+    err(
+        f"{len(result.written)} written{linked}, {len(result.unchanged)} unchanged;"
+        f" index: {result.index}"
+    )
 
 
 def conversation(

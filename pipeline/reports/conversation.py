@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from datetime import UTC, datetime
 from pathlib import Path
+
+import duckdb
 
 from pipeline import sql
 from pipeline.errors import NotFoundError
 from pipeline.reports import footer, page
 from pipeline.reports.data import fetch, missing_reason
+from pipeline.reports.section import conversation_page
 from pipeline.reports.sections import conversation_turns
 from pipeline.reports.weekly import write_atomic
 from pipeline.warehouse import Warehouse
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def page_name(conversation_id: str) -> str:
-    """A file name that cannot leave the out dir, unique per id (a hash of the exact id)."""
-    digest = hashlib.sha256(conversation_id.encode()).hexdigest()[:10]
-    return f"conversation-{_UNSAFE.sub('_', conversation_id)[:60]}-{digest}.html"
+page_name = conversation_page  # the weekly page links to it by this name
 
 
 def generate_conversation(
@@ -31,11 +26,15 @@ def generate_conversation(
     *,
     options: sql.SqlOptions | None = None,
     now: datetime | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> Path:
+    """Write the page of one conversation; `con`: a connection to `wh` already open (the weekly
+    report writes the pages it links to)."""
     view = conversation_turns.VIEW
     if reason := missing_reason(view, conversation_turns.VIEWS[view]):
         raise NotFoundError(f"conversation reports are not available: {reason}")
-    con = sql.connect(wh, options=options or sql.SqlOptions())
+    if con is None:
+        con = sql.connect(wh, options=options or sql.SqlOptions())
     rows = fetch(con, view, "conversation_id = $1", [conversation_id])
     if not rows:
         raise NotFoundError(

@@ -3,6 +3,8 @@ Vega-Lite specs) and/or an escaped HTML body, or a note saying why it is not ava
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +54,18 @@ class Column:
     key: str
     label: str
     kind: str = "text"  # text, int, ratio, ms, money, time, code
+    # the row key of a conversation id: the cell links to that conversation's page
+    link: str | None = None
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def conversation_page(conversation_id: str) -> str:
+    """The file name of a conversation's page (`cacheaudit report conversation`), beside the
+    weekly pages: one that cannot leave the out dir, unique per id (a hash of the exact id)."""
+    digest = hashlib.sha256(conversation_id.encode()).hexdigest()[:10]
+    return f"conversation-{_UNSAFE.sub('_', conversation_id)[:60]}-{digest}.html"
 
 
 def fmt(value: Any, kind: str) -> str:
@@ -73,6 +87,16 @@ def fmt(value: Any, kind: str) -> str:
     return escape.text(value)
 
 
+def _linked(column: Column, row: dict[str, Any]) -> str:
+    """The cell's HTML, inside a link to its conversation's page when the column has one: a
+    relative link, as the pages sit side by side and open offline."""
+    inner = fmt(row.get(column.key), column.kind)
+    target = row.get(column.link) if column.link else None
+    if target is None:
+        return inner
+    return f'<a href="{escape.text(conversation_page(str(target)))}">{inner}</a>'
+
+
 def _cell(tag: str, numeric: bool, inner: str) -> str:
     return f'<{tag} class="num">{inner}</{tag}>' if numeric else f"<{tag}>{inner}</{tag}>"
 
@@ -81,9 +105,7 @@ def table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], css: str = 
     numeric = {"int", "ratio", "ms", "money"}
     head = "".join(_cell("th", c.kind in numeric, escape.text(c.label)) for c in columns)
     body = "".join(
-        "<tr>"
-        + "".join(_cell("td", c.kind in numeric, fmt(row.get(c.key), c.kind)) for c in columns)
-        + "</tr>"
+        "<tr>" + "".join(_cell("td", c.kind in numeric, _linked(c, row)) for c in columns) + "</tr>"
         for row in rows
     )
     table_open = f'<table class="{escape.text(css)}">' if css else "<table>"

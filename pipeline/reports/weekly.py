@@ -28,7 +28,7 @@ from pipeline.reports.data import (
     view_exists,
 )
 from pipeline.reports.index import render_index
-from pipeline.reports.sections import weekly_modules, weekly_views
+from pipeline.reports.sections import hygiene, weekly_modules, weekly_views
 from pipeline.reports.stamp import week_stamp
 from pipeline.reports.weeks import IsoWeek, weeks_between
 from pipeline.warehouse import Warehouse
@@ -59,6 +59,7 @@ class WeekSelection:
 class WeeklyResult:
     written: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
+    conversations: list[Path] = field(default_factory=list)  # pages the weeks link to
     index: Path | None = None
 
 
@@ -141,6 +142,18 @@ def build_week_page(
     )
 
 
+def _linked_conversations(
+    wh: Warehouse, out_dir: Path, data: WeekData, con: duckdb.DuckDBPyConnection, now: datetime
+) -> list[Path]:
+    """The pages of the conversations the week's page links to (its top breaks, its hygiene
+    findings' subjects and examples), so that its links open offline."""
+    from pipeline.reports.conversation import generate_conversation  # it imports this module
+
+    top = {str(r["conversation_id"]) for r in data.get("report_top_breaks")}
+    ids = sorted(top | hygiene.linked_conversations(data.get(hygiene.VIEW)))
+    return [generate_conversation(wh, out_dir, cid, now=now, con=con) for cid in ids]
+
+
 def generate_weekly(
     wh: Warehouse,
     out_dir: Path,
@@ -180,6 +193,7 @@ def generate_weekly(
             path = out_dir / week_file(week)
             write_atomic(path, html)
             result.written.append(path)
+            result.conversations += _linked_conversations(wh, out_dir, data, con, now)
             manifest[week.label] = {
                 "stamp": stamps[week],
                 "file": week_file(week),

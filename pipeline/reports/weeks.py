@@ -51,3 +51,30 @@ def weeks_between(since: date, until: date, among: Iterable[IsoWeek]) -> list[Is
     if until < since:
         raise UsageError(f"--until {until} is before --since {since}")
     return sorted(w for w in set(among) if w.monday <= until and since <= w.sunday)
+
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def day_label(day: date) -> str:
+    """How a day reads on a chart axis: `Mon 23 Nov` (English whatever the locale, as the
+    axis of the charts that read dates themselves)."""
+    return f"{_WEEKDAYS[day.weekday()]} {day.day:02d} {_MONTHS[day.month - 1]}"
+
+
+def week_days(rows: Iterable[dict[str, object]]) -> list[str]:
+    """The axis of a per-day chart: the seven days (`day_label`) of the week its rows are of
+    (their `week` column), Monday first, whether or not each day has data; the days of the
+    rows themselves when they span other weeks or name none."""
+    mondays = {str(r["week"]) for r in rows if r.get("week")}
+    if len(mondays) == 1:
+        monday = date.fromisoformat(mondays.pop()[:10])
+        return [day_label(monday + timedelta(days=i)) for i in range(7)]
+    days = sorted({date.fromisoformat(str(r["day"])[:10]) for r in rows})
+    return [day_label(d) for d in days]
+
+
+def labelled(rows: Iterable[dict[str, object]]) -> list[dict[str, object]]:
+    """Copies of per-day rows with their `day_label`, the field a per-day chart's axis reads."""
+    return [{**r, "day_label": day_label(date.fromisoformat(str(r["day"])[:10]))} for r in rows]

@@ -37,11 +37,12 @@ X_TITLE = "Tokens lost (sent uncached instead of read)"
 TOP_CAPTION = (
     "The conversations that lost the most tokens this week, with the cause that cost them most"
     " and the excerpt of the change behind their costliest break. Tokens lost sums the breaks"
-    " whose loss is known; Loss unknown counts the others."
+    " whose loss is known; Loss unknown counts the others. Each conversation links to its own"
+    " page, turn by turn, written beside this one."
 )
 TOP_COLUMNS = (
     Column("rank", "#", "int"),
-    Column("conversation_id", "Conversation"),
+    Column("conversation_id", "Conversation", link="conversation_id"),
     Column("agent", "Agent"),
     Column("tokens_lost", "Tokens lost", "int"),
     Column("breaks", "Breaks", "int"),

@@ -18,6 +18,13 @@ CAPTION = (
     " provider's own caching rules would have allowed; a marker above a bar names the cause when"
     " the cached prefix broke. The table lists every turn with the change that broke the prefix."
 )
+# Why a turn can show a small expected read beside a large loss: two baselines, both true
+EXPECTED_VS_LOST = (
+    " Expected read and tokens lost measure against different baselines: expected read is what"
+    " the provider's rules allow to be read from the prompt as it was sent, and tokens lost is"
+    " what the turn would have read had it kept the prefix the previous turn had built, so a turn"
+    " that changed its early prompt expects little and loses much."
+)
 PARTS = ["cache read", "uncached"]
 COLUMNS = (
     Column("turn", "Turn", "int"),
@@ -100,7 +107,9 @@ def chart(rows: list[Row]) -> alt.LayerChart:
 def build(rows: list[Row]) -> Section:
     breaks = sum(1 for r in rows if r["cause"] not in (None, "cold_start"))
     caption = (
-        CAPTION + f" {count(len(rows), 'turn')}, {count(breaks, 'cache break')} after the first."
+        CAPTION
+        + EXPECTED_VS_LOST
+        + f" {count(len(rows), 'turn')}, {count(breaks, 'cache break')} after the first."
     )
     # counted, never shown as 0: a break whose loss needs a token count that was not reported
     unknown = sum(1 for r in rows if r["cause"] is not None and r.get("tokens_lost") is None)

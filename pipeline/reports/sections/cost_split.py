@@ -16,6 +16,7 @@ from pipeline.reports.section import (
     spec,
     unavailable,
 )
+from pipeline.reports.weeks import labelled, week_days
 
 VIEW = "report_cost_daily"
 VIEWS = {VIEW: "request_costs"}
@@ -32,8 +33,19 @@ COLOURS = ["#e45756", "#54a24b", "#f58518", "#4c78a8", "#b279a2"]
 
 
 def chart(rows: list[Row], currency: str) -> alt.LayerChart:
-    data = alt.InlineData(values=rows)
-    day = alt.X("utcyearmonthdate(day):T", title="Day (UTC)", axis=alt.Axis(format="%a %d %b"))
+    # One band per day of the week, data or not: a bar sits in its day's band, centred on the
+    # day's tick, and the dashed line's point on the same day sits on the bar's centre. (On a
+    # time scale a day's bar ran from its tick to the next day's, past the week's last day, and
+    # a week of one day drew one bar across the whole chart.)
+    days = week_days(rows)
+    data = alt.InlineData(values=labelled(rows))
+    day = alt.X(
+        "day_label:O",
+        title="Day (UTC)",
+        sort=days,
+        scale=alt.Scale(domain=days, paddingInner=0.2),
+        axis=alt.Axis(labelAngle=0),
+    )
     money = ",.4f"
     bars = (
         alt.Chart(data)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.reports.data import WeekData, missing_reason
+from pipeline.reports.data import Row, WeekData, missing_reason
 from pipeline.reports.section import Column, Section, table, unavailable
 
 VIEW = "report_hygiene"
@@ -17,15 +17,30 @@ CAPTION = (
 )
 COLUMNS = (
     Column("rank", "#", "int"),
-    Column("subject", "Agent / conversation"),
+    Column("subject", "Agent / conversation", link="subject_conversation"),
     Column("finding", "Finding"),
     Column("detail", "Detail"),
     Column("tokens_per_turn", "Tokens per turn", "int"),
     Column("turns_affected", "Turns", "int"),
-    Column("example_request_id", "Example request"),
+    Column("example_request_id", "Example request", link="conversation_id"),
     Column("position", "Position", "int"),
     Column("excerpt", "Excerpt", "code"),
 )
+
+
+def with_links(row: Row) -> Row:
+    """The row with the conversation its subject is, when it is one (not an agent): the subject
+    links to that conversation's page, and the example request to its own conversation's."""
+    subject = row["subject"] if row.get("subject_kind") == "conversation" else None
+    return {**row, "subject_conversation": subject}
+
+
+def linked_conversations(rows: list[Row]) -> set[str]:
+    """The conversations the section links to (the pages the weekly report writes)."""
+    links = (with_links(r) for r in rows)
+    return {
+        str(c) for r in links for c in (r["subject_conversation"], r.get("conversation_id")) if c
+    }
 
 
 def build(data: WeekData) -> Section:
@@ -34,7 +49,7 @@ def build(data: WeekData) -> Section:
     rows = data.get(VIEW)
     section = Section("hygiene", TITLE, CAPTION)
     if rows:
-        section.body_html = table(COLUMNS, rows)
+        section.body_html = table(COLUMNS, [with_links(r) for r in rows])
     else:
         section.note = "no finding for the agents active this week"
     return section
