@@ -49,8 +49,9 @@ app = typer.Typer(
     help=(
         "Audit prompt caching in recorded LLM API traffic: how much input hit the cache, what it"
         " cost at the prices in force that day, what caching saved, and which change broke the"
-        " cached prefix.\n\nTypical run: `cacheaudit ingest capture.jsonl`, then"
-        ' `cacheaudit sql "select * from headline"`.'
+        " cached prefix.\n\nTypical run (a capture from `cacheaudit capture proxy`, or `cacheaudit"
+        " demo`):\n\n$ cacheaudit ingest capture/\n$ cacheaudit summary --by day\n"
+        '$ cacheaudit sql "select * from cache_breaks limit 5"'
     ),
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # locals can hold API keys
