@@ -213,3 +213,13 @@ def test_the_hit_ratio_counts_only_requests_with_input_and_read_known(tmp_path: 
     assert (row["input_tokens"], row["requests_input_unknown"]) == (2_000, 1)
     assert (row["cache_read_tokens"], row["requests_excluded_from_ratio"]) == (500, 2)
     assert row["hit_ratio"] == pytest.approx(0.5)
+
+
+def test_without_by_csv_prints_the_headline_row_for_programs(cli, demo: Warehouse) -> None:
+    result = cli("summary", "-w", str(demo.root), "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    header, row = result.stdout.splitlines()
+    con = sqlmod.connect(demo, only=["headline"])
+    rel = con.sql("SELECT requests, input_tokens FROM headline")
+    values = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (int(values["requests"]), int(values["input_tokens"])) == rel.fetchall()[0]

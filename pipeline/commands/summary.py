@@ -117,7 +117,7 @@ def _grouped(
         )
         for r in rows
     ]
-    output.write_table(header, cells, sys.stdout)
+    output.write_table(header, cells, sys.stdout, right=frozenset(range(1, 8)))
     if any(c[-1] for c in cells):
         err(
             "unknown: requests left out of a column because the value is not known (input;"
