@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from pipeline import __version__
+from pipeline.commands.helptext import tidy
 from pipeline.commands.options import (
     DEFAULT_WAREHOUSE,
     PricesOpt,
@@ -41,6 +42,10 @@ class _Group(TyperGroup):
     """Every command writes its data to stdout through `to_stdout`, so `cacheaudit ... | head`
     exits 0 whichever command it is (click exits 1 when the reader stops early)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tidy(self)  # how every command's --help reads, set once (pipeline/commands/helptext.py)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             with to_stdout():
@@ -62,8 +67,9 @@ app = typer.Typer(
     help=(
         "Audit prompt caching in recorded LLM API traffic: how much input hit the cache, what it"
         " cost at the prices in force that day, what caching saved, and which change broke the"
-        " cached prefix.\n\nTypical run: `cacheaudit ingest capture.jsonl`, then"
-        ' `cacheaudit sql "select * from headline"`.'
+        " cached prefix.\n\nTypical run (a capture from `cacheaudit capture proxy`, or `cacheaudit"
+        " demo`):\n\n$ cacheaudit ingest capture/\n$ cacheaudit summary --by day\n"
+        '$ cacheaudit sql "select * from cache_breaks limit 5"'
     ),
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # locals can hold API keys
@@ -249,10 +255,17 @@ def sql(
     Example, the token-weighted hit ratio per provider: over the requests where both input and
     cache read are known (unknown is NULL, never 0), with the requests it leaves out counted:
 
-    cacheaudit sql "select provider, sum(cache_read_tokens) filter (where known) /
-    sum(input_tokens) filter (where known) as hit_ratio, count(*) filter (where not known) as
-    requests_unknown from (select *, input_tokens is not null and cache_read_tokens is not null
-    as known from requests) group by 1 order by 1" --format csv
+    $ cacheaudit sql "select provider,
+        sum(cache_read_tokens) filter (where known)
+          / sum(input_tokens) filter (where known) as hit_ratio,
+        count(*) filter (where not known) as requests_unknown
+      from (select *, input_tokens is not null
+                      and cache_read_tokens is not null as known
+            from requests)
+      group by 1 order by 1" --format csv
+
+    A mistake in the statement (a misspelt column, a date such as '2026-13-01') prints
+    DuckDB's message and exits 1.
     """
     from pipeline import output
     from pipeline import sql as sqlmod
@@ -261,7 +274,8 @@ def sql(
     _con, rel = sqlmod.run_user_sql(
         existing_warehouse(warehouse), query, options=sql_options(prices, rules)
     )
-    rows = output.emit(rel, fmt, out)
+    with sqlmod.statement_errors():  # DuckDB runs the statement as the rows are read
+        rows = output.emit(rel, fmt, out)
     if out is not None:
         err(f"{rows} rows -> {out}")
 
@@ -279,108 +293,6 @@ def views(
         typer.echo(name)
         for col, typ, unit in cols:
             typer.echo(f"  {col}  {typ}" + (f"  ({unit})" if unit else ""))
-
-
-@app.command()
-def summary(
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE, prices: PricesOpt = None, rules: RulesOpt = None
-) -> None:
-    """Headline numbers: requests, tokens, hit ratio, cost, savings, left on the table.
-
-    Input and output tokens and the token-weighted hit ratio, each with the requests it leaves
-    out as unknown; cost, savings and what was left on the table per currency, with the unpriced
-    requests and the priced ones whose savings or left on the table are unknown counted.
-    """
-    from pipeline import sql as sqlmod
-    from pipeline.reports.numbers import ratio as share
-
-    con = sqlmod.connect(
-        existing_warehouse(warehouse),
-        options=sql_options(prices, rules),
-        only=["headline", "cost_summary", "findings"],
-    )
-    rel = sqlmod.run(con, "SELECT * FROM headline")
-    data = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
-    ratio = data["hit_ratio"]
-    if not data["requests"]:
-        err(f"{warehouse} holds no requests yet: run `cacheaudit ingest FILE -w {warehouse}`")
-    typer.echo(f"requests:            {data['requests']}")
-    typer.echo(f"  usage unknown:     {data['requests_usage_unknown']}")
-    # A NULL sum means no row had the value: unknown on every request, never 0. Input can be
-    # unknown with usage reported (an OTel span with only output), so it has its own count.
-    input_unknown = data["requests_input_unknown"]
-    input_line = _known_sum(data["input_tokens"], input_unknown, "input")
-    if data["input_tokens"] is not None and input_unknown:
-        input_line += f" ({input_unknown} requests with unknown input excluded)"
-    typer.echo(f"input tokens:        {input_line}")
-    read = _known_sum(
-        data["cache_read_tokens"], data["requests_excluded_from_ratio"], "input or cache read"
-    )
-    typer.echo(f"cache read tokens:   {read}")
-    typer.echo(
-        "hit ratio:           "
-        + (share(ratio) if ratio is not None else "n/a")
-        + f" (token-weighted; {data['requests_excluded_from_ratio']} requests with unknown"
-        " input or read excluded)"
-    )
-    output_unknown = data["requests_output_unknown"]
-    output_line = _known_sum(data["output_tokens"], output_unknown, "output")
-    if data["output_tokens"] is not None and output_unknown:
-        output_line += f" ({output_unknown} requests with unknown output excluded)"
-    typer.echo(f"output tokens:       {output_line}")
-    costs = sqlmod.run(con, "SELECT * FROM cost_summary ORDER BY currency NULLS LAST")
-    unpriced = None
-    for values in costs.fetchall():
-        row = dict(zip(costs.columns, values, strict=True))
-        unpriced = row
-        if row["currency"] is None:
-            continue
-        typer.echo(
-            f"cost ({row['currency']}):          {_amount(row['cost_total'])}"
-            f"  saved by caching {_amount(row['savings'])}"
-            f"  left on the table {_amount(row['left_on_table'])}"
-            f"  ({_priced_note(row)})"
-        )
-    if unpriced is not None and unpriced["requests_unpriced"]:
-        typer.echo(
-            f"  unpriced:          {unpriced['requests_unpriced']} requests"
-            f" ({unpriced['unpriced_reasons']})"
-        )
-    from pipeline.findings import summary_lines
-
-    for line in summary_lines(con):
-        typer.echo(line)
-
-
-def _amount(value: float | None) -> str:
-    """A money sum over the priced requests; NULL when it was unknown on every one of them.
-    Printed as the weekly report prints it: 4 decimals, more when a non-zero amount needs them."""
-    from pipeline.reports.numbers import money
-
-    return "unknown" if value is None else money(value, grouping=False)
-
-
-def _priced_note(row: dict[str, Any]) -> str:
-    """`N requests priced`, and how many of them the savings and left-on-the-table sums leave
-    out because their value is unknown (only when some are)."""
-    unknown = [
-        f"{what} unknown for {n}"
-        for what, n in (
-            ("savings", row["requests_savings_unknown"]),
-            ("left on the table", row["requests_ideal_unknown"]),
-        )
-        if n
-    ]
-    return "; ".join([f"{row['requests']} requests priced", *unknown])
-
-
-def _known_sum(total: int | None, unknown_rows: int, what: str) -> str:
-    """A headline sum, or `unknown` with the number of requests it was unknown on."""
-    if total is not None:
-        return str(total)
-    if not unknown_rows:
-        return "n/a (no requests)"
-    return f"unknown ({unknown_rows} requests with {what} unknown)"
 
 
 @app.command()

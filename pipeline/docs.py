@@ -1,12 +1,12 @@
 """Generated documentation: the table contract from schemas/, the CLI reference from --help.
 
-`python -m pipeline.docs` rewrites the generated blocks in README.md and docs/cli.md; a test
-fails when they are stale, so the docs cannot drift from the code.
+`python -m pipeline.docs` (`make docs`) rewrites docs/tables.md and docs/cli.md; a test fails
+when they are stale, so the docs cannot drift from the code. The CLI reference is rendered at
+80 columns, the width `--help` is written for.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 from pipeline import schema
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN = "<!-- BEGIN GENERATED: {name} -->"
-END = "<!-- END GENERATED: {name} -->"
+HELP_COLUMNS = 80
 CORE_TABLES = ("requests", "segments", "segment_content", "rejects", "sources")
 
 
@@ -30,7 +29,7 @@ def table_contract() -> str:
     lines: list[str] = []
     for name in order:
         spec = specs[name]
-        lines += [f"### `{name}`", "", spec.description, ""]
+        lines += [f"## `{name}`", "", spec.description, ""]
         lines += ["| column | type | unit | meaning |", "|---|---|---|---|"]
         for c in spec.columns:
             desc = c.description.replace("|", "\\|")
@@ -61,7 +60,9 @@ def cli_reference() -> str:
     runner = CliRunner()
     parts = ["# CLI reference", "", "Generated from `--help` by `python -m pipeline.docs`.", ""]
     for path in [[], *_commands(app)]:
-        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+        result = runner.invoke(
+            app, [*path, "--help"], env={"COLUMNS": str(HELP_COLUMNS), "NO_COLOR": "1"}
+        )
         title = "cacheaudit " + " ".join(path) if path else "cacheaudit"
         lines = [line.rstrip() for line in result.output.splitlines()]
         output = "\n".join(lines).strip("\n")
@@ -69,24 +70,25 @@ def cli_reference() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
-def replace_block(text: str, name: str, body: str) -> str:
-    begin, end = BEGIN.format(name=name), END.format(name=name)
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-    if not pattern.search(text):
-        raise SystemExit(f"marker {begin} not found")
-    return pattern.sub(lambda _: f"{begin}\n{body}{end}", text)
-
-
-def generated_readme() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return replace_block(text, "table-contract", table_contract())
+def tables_reference() -> str:
+    """docs/tables.md: every table and view, column by column, with units."""
+    intro = [
+        "# Table contract",
+        "",
+        "Every table `cacheaudit ingest` writes and every view you can query with `cacheaudit sql`"
+        " (`cacheaudit views` lists them), column by column with its type and unit. Generated"
+        " from [`schemas/`](../schemas/) by `python -m pipeline.docs` (`make docs`). NULL always"
+        " means not known, never 0.",
+        "",
+    ]
+    return "\n".join(intro) + "\n" + table_contract()
 
 
 def main() -> None:
-    (ROOT / "README.md").write_text(generated_readme(), encoding="utf-8")
     (ROOT / "docs").mkdir(exist_ok=True)
+    (ROOT / "docs" / "tables.md").write_text(tables_reference(), encoding="utf-8")
     (ROOT / "docs" / "cli.md").write_text(cli_reference(), encoding="utf-8")
-    print("README.md and docs/cli.md regenerated", file=sys.stderr)
+    print("docs/tables.md and docs/cli.md regenerated", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -341,6 +341,16 @@ def _check_types(exchange: Exchange) -> None:
         raise RejectRecord(f"status {str(status)[:20]} is not an HTTP status code")
 
 
+def _simulated(exchange: Exchange) -> bool | None:
+    """Whether the bundled simulator answered (it names itself in a response header), so its
+    usage and cost are no provider's bill. Unknown (None) without response headers to read: an
+    OTel span, or an exchange that got no response."""
+    if exchange.span is not None or not exchange.response_headers:
+        return None
+    value = header(exchange.response_headers, providers.SIMULATOR_HEADER)
+    return providers.simulator_provider(value) is not None
+
+
 def build(
     exchange: Exchange,
     request_id: str,
@@ -434,5 +444,6 @@ def build(
         "response_bytes": len(exchange.response_body),
         "source": exchange.source,
         "source_index": exchange.index,
+        "simulated": _simulated(exchange),
     }
     return Normalised(row, kinds, roles, digests, prefixes, data)

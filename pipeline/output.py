@@ -33,20 +33,33 @@ def _clip(text: str, max_width: int) -> str:
 
 
 def write_table(
-    columns: list[str], rows: list[tuple[Any, ...]], out: TextIO, max_width: int = 48
+    columns: list[str],
+    rows: list[tuple[Any, ...]],
+    out: TextIO,
+    max_width: int = 48,
+    right: frozenset[int] = frozenset(),
 ) -> int:
-    """A padded text table; values longer than `max_width` are cut and end with `…`. Returns how
-    many values were cut (the caller says so on stderr: the table is for reading, not data)."""
+    """A padded text table; values longer than `max_width` are cut and end with `…`; the
+    columns at the indexes in `right` (numbers) are right-aligned. Returns how many values were
+    cut (the caller says so on stderr: the table is for reading, not data)."""
     full = [[_cell(v) for v in row] for row in rows]
     cut = sum(len(v) > max_width for row in full for v in row)
     cells = [[_clip(v, max_width) for v in row] for row in full]
     widths = [len(c) for c in columns]
     for row in cells:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-    out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+
+    def line(values: list[str] | tuple[str, ...]) -> str:
+        padded = (
+            v.rjust(w) if i in right else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
+        return "  ".join(padded).rstrip() + "\n"
+
+    out.write(line(columns))
     out.write("  ".join("-" * w for w in widths) + "\n")
     for row in cells:
-        out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        out.write(line(row))
     return cut
 
 

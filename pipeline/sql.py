@@ -27,7 +27,8 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from graphlib import CycleError, TopologicalSorter
@@ -92,6 +93,18 @@ def query_sql(name: str) -> str:
         return load_queries()[name].sql
     except KeyError:
         raise NotFoundError(f"no query named {name!r}", hint=f"see {QUERY_DIR}") from None
+
+
+def param_query_sql(name: str) -> str:
+    """The text of `queries/params/<name>.sql`: a query run with bound parameters (`$name`), so
+    not a view; it reads the views its header names as inputs."""
+    path = QUERY_DIR / "params" / f"{name}.sql"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(
+            f"no parameterised query named {name!r}", hint=f"see {path.parent}"
+        ) from None
 
 
 def creation_order(queries: dict[str, Query]) -> list[str]:
@@ -455,17 +468,43 @@ def _strip_final_semicolon(sql: str) -> str:
     return sql.strip().rstrip(";")
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     return " ".join(str(exc).split())
+
+
+# DuckDB's errors about a statement or the values it meets: a user's mistake, told in DuckDB's
+# own words. The rest (InternalException, FatalException) are bugs, in DuckDB or in our views.
+_STATEMENT_ERRORS: tuple[type[duckdb.Error], ...] = (
+    duckdb.ProgrammingError,  # parser, syntax, binder, catalog, invalid input or type
+    duckdb.DataError,  # conversion, out of range, type mismatch: e.g. '2026-13-01'
+    duckdb.NotSupportedError,
+    duckdb.OperationalError,  # a file the statement reads, out of memory
+    duckdb.DependencyException,
+    duckdb.PermissionException,
+    duckdb.InterruptException,
+)
+_SQL_HINT = "`cacheaudit views` lists views and columns"
+_CARET_CONTEXT = re.compile(r"\n\s*LINE \d+:.*", re.DOTALL)
+
+
+@contextmanager
+def statement_errors() -> Iterator[None]:
+    """Report a DuckDB error that a statement raises, at bind time or while its rows are read,
+    as the user's error (exit 1, one line); a DuckDB internal error stays a bug."""
+    try:
+        yield
+    except _STATEMENT_ERRORS as exc:
+        # DuckDB's caret under the statement ("LINE 1: ... ^^^") means nothing once on one line.
+        message = _one_line(_CARET_CONTEXT.sub("", str(exc)))
+        hint = _SQL_HINT if isinstance(exc, duckdb.ProgrammingError) else None
+        raise QueryError(message, hint=hint) from exc
 
 
 def run(
     con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | list[object] | None = None
 ) -> duckdb.DuckDBPyRelation:
-    try:
+    with statement_errors():
         rel = con.sql(sql, params=params)
-    except duckdb.Error as exc:
-        raise QueryError(_one_line(exc), hint="`cacheaudit views` lists views and columns") from exc
     if rel is None:
         raise QueryError("statement returned no rows", hint="use a SELECT")
     return rel

@@ -52,7 +52,7 @@ grouped AS (
         currency,
         count(*)                                                        AS turns,
         count(DISTINCT conversation_id)                                 AS conversations,
-        sum(tokens_lost)                                                AS tokens_lost,
+        sum(tokens_lost)::BIGINT                                        AS tokens_lost,
         count(*) FILTER (WHERE tokens_lost IS NULL)                     AS tokens_lost_unknown,
         sum(lost_cost)                                                  AS lost_cost,
         count(*) FILTER (WHERE lost_cost IS NULL)                       AS lost_cost_unknown,

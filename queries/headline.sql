@@ -4,7 +4,7 @@
 --   sum(cache read) / sum(input), over rows where both are known; the rows left out are counted,
 --   and so are the rows left out of the input sum (input unknown, whether or not usage was
 --   reported) and of the output sum (output unknown, e.g. a stream cut after the input counts
---   arrived).
+--   arrived). Requests the bundled simulator answered are counted: their cost is no bill.
 WITH source AS (
     SELECT * FROM requests
 ),
@@ -35,6 +35,7 @@ final AS (
                                                                 AS requests_excluded_from_ratio,
         sum(output_tokens)::BIGINT                              AS output_tokens,
         count(*) FILTER (WHERE output_tokens IS NULL)           AS requests_output_unknown,
+        count(*) FILTER (WHERE simulated)                       AS requests_simulated,
         min(started_at)                                         AS first_request_at,
         max(started_at)                                         AS last_request_at
     FROM source

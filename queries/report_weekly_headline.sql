@@ -3,7 +3,8 @@
 -- output: one row per ISO week (week = its Monday, UTC) with the weekly report's headline token
 --   numbers. Hit ratio is token-weighted over rows where input and read are both known; the
 --   rows left out, the rows whose usage was not reported, and the rows left out of the input
---   sum (input unknown) and of the output sum (output unknown), are counted.
+--   sum (input unknown) and of the output sum (output unknown), are counted; so are the requests
+--   the bundled simulator answered, whose cost is no bill.
 WITH source AS (
     SELECT *, date_trunc('week', day)::DATE AS week FROM requests
 ),
@@ -33,7 +34,8 @@ final AS (
         count(*) FILTER (WHERE output_tokens IS NULL)::BIGINT               AS requests_output_unknown,
         min(day)                                                            AS first_day,
         max(day)                                                            AS last_day,
-        count(DISTINCT day)::BIGINT                                         AS days_with_data
+        count(DISTINCT day)::BIGINT                                         AS days_with_data,
+        count(*) FILTER (WHERE simulated)::BIGINT                           AS requests_simulated
     FROM source
     GROUP BY week
 )

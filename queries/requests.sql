@@ -15,7 +15,8 @@ final AS (
         largest_pass_prompt_tokens, smallest_pass_prompt_tokens,
         ttfb_ms, first_reasoning_ms, ttft_ms, duration_ms, finish_reason, error_type,
         error_message, usage_semantics, raw_usage, segment_count, prompt_bytes,
-        last_prefix_hash, cache_breakpoints, cache_ttls, request_bytes, response_bytes, source, source_index
+        last_prefix_hash, cache_breakpoints, cache_ttls, request_bytes, response_bytes, source, source_index,
+        simulated
     FROM source
 )
 

@@ -51,6 +51,7 @@ ROWS = [
     deepseek("ds_v4flash_peak_monday", "2026-11-16T08:00:00Z", "deepseek-v4-flash"),
     deepseek("ds_v4flash_offpeak_monday", "2026-11-16T12:00:00Z", "deepseek-v4-flash"),
     deepseek("ds_v4flash_peak_hours_saturday", "2026-11-21T08:00:00Z", "deepseek-v4-flash"),
+    deepseek("ds_v4flash_peak_hours_first_weekend", "2026-08-22T08:00:00Z", "deepseek-v4-flash"),
     # Anthropic: 2,000 uncached + 10,000 read + 6,000 written (4,000 of them 1h) = 18,000.
     tiny.request(
         "anthropic_5m_and_1h_writes", utc("2025-11-01T00:00:00Z"), "anthropic",
@@ -163,8 +164,19 @@ def test_deepseek_chat_goes_through_the_v4_flash_alias_until_the_alias_is_retire
     assert after["unpriced_reason"] == "no_price_at_time"
 
 
-def test_weekend_peak_hours_stay_unpriced_because_the_sources_disagree(con: Any) -> None:
+def test_weekend_peak_hours_are_off_peak_once_the_weekend_rule_is_in_force(con: Any) -> None:
+    # DeepSeek's pricing page: peak hours Monday through Friday; weekends off-peak all day
+    # from 2026-08-23. A Saturday 08:00 UTC request in November pays the off-peak row.
     row = cost(con, "ds_v4flash_peak_hours_saturday")
+    assert row["price_row"] == "deepseek.csv:24"
+    assert row["cost_total"] == pytest.approx(0.2008)
+
+
+def test_weekend_peak_hours_of_the_first_week_stay_unpriced_because_the_sources_disagree(
+    con: Any,
+) -> None:
+    # The announcement said daily, the later page weekdays; the rule's first hour is unknown.
+    row = cost(con, "ds_v4flash_peak_hours_first_weekend")
     assert row["price_row"] == "deepseek.csv:26"
     assert row["cost_total"] is None
     assert row["unpriced_reason"] == "no_price_for_uncached_input"
@@ -236,17 +248,18 @@ def test_cost_summary_counts_coverage_and_unpriced_reasons(con: Any) -> None:
     rows = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
     assert [r["currency"] for r in rows] == ["USD", None]
     usd, unpriced = rows
-    # 21 requests; unpriced: retired alias, saturday peak, unknown model, no usage, gemini.
-    assert usd["requests"] == 16
+    # 22 requests; unpriced: retired alias, peak hours of the first weekend (2026-08-22),
+    # unknown model, no usage, gemini.
+    assert usd["requests"] == 17
     assert unpriced["requests"] == 5
-    assert usd["requests_all"] == 21
-    assert usd["share_requests_priced"] == pytest.approx(16 / 21)
+    assert usd["requests_all"] == 22
+    assert usd["share_requests_priced"] == pytest.approx(17 / 22)
     assert usd["requests_reported_cost"] == 1
     assert unpriced["unpriced_reasons"] == (
         "input_unknown=1; no_price_at_time=1; no_price_for_cache_read=1; no_price_for_model=1;"
         " no_price_for_uncached_input=1"
     )
-    deepseek_total = 0.1176 + 0.300 * 3 + 0.150 * 4 + 0.1232 + 0.11312 + 0.4016 + 0.2008
+    deepseek_total = 0.1176 + 0.300 * 3 + 0.150 * 4 + 0.1232 + 0.11312 + 0.4016 + 0.2008 * 2
     others = 0.0555 + 0.075 + (0.000006 + 0.12 + 0.0225) + 0.01355025
     assert usd["cost_total"] == pytest.approx(deepseek_total + others)
 

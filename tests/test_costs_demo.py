@@ -4,8 +4,9 @@ Prices in force in Nov 2026, per million tokens (miss, hit, output), from the re
 - gpt-4.1 2 / 0.5 / 8 and gpt-4.1-mini 0.4 / 0.1 / 1.6, at any hour;
 - deepseek-v4-flash 0.22 / 0.007 / 0.66 off-peak, 0.44 / 0.014 / 1.32 in peak hours
   (01:00-04:00 and 06:00-10:00 UTC, Monday to Friday); deepseek-v4-pro 0.66 / 0.022 / 1.98
-  off-peak, 1.32 / 0.044 / 3.96 peak (rows from 2026-08-16T16:00Z). Whether peak hours apply on
-  weekends is not established, so weekend requests inside those hours stay unpriced, counted.
+  off-peak, 1.32 / 0.044 / 3.96 peak (rows from 2026-08-16T16:00Z). Weekends are off-peak all
+  day (DeepSeek's pricing page, from 2026-08-23), so every demo request with usage is priced;
+  the only unpriced ones are the streams cut before their usage (input unknown).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def price_of(model: str, ts: datetime) -> tuple[float, float, float] | None:
     off_peak, peak = DEEPSEEK[model]
     if not _in_peak_hours(ts):
         return off_peak
-    return peak if ts.weekday() < 5 else None
+    return peak if ts.weekday() < 5 else off_peak
 
 
 @pytest.fixture(scope="module")
@@ -81,21 +82,17 @@ def test_demo_totals_match_a_hand_computation_from_the_requests(con: Any) -> Non
     assert priced > 0 and unpriced > 0
 
 
-def test_demo_weekend_peak_hour_deepseek_requests_are_unpriced_with_a_reason(con: Any) -> None:
+def test_demo_weekend_peak_hour_deepseek_requests_are_priced_off_peak(con: Any) -> None:
     rows = con.sql(
-        "SELECT r.model, r.started_at, r.input_tokens, c.unpriced_reason"
+        "SELECT r.model, r.started_at, r.input_tokens, c.unpriced_reason, c.price_condition"
         " FROM requests AS r JOIN request_costs AS c USING (request_id)"
-        " WHERE r.provider = 'deepseek'"
+        " WHERE r.provider = 'deepseek' AND dayofweek(r.started_at) IN (0, 6)"
     ).fetchall()
-    expected_unpriced = [
-        rid
-        for rid, (m, ts, inp, _) in enumerate(rows)
-        if inp is not None and price_of(m, ts) is None
-    ]
-    assert expected_unpriced, "the demo should include weekend peak-hour DeepSeek traffic"
-    for i in expected_unpriced:
-        assert rows[i][3] is not None
-    assert {r[3] for r in rows if r[2] is None} == {"input_unknown"}
+    weekend_peak = [r for r in rows if _in_peak_hours(r[1])]
+    assert weekend_peak, "the demo should include weekend peak-hour DeepSeek traffic"
+    for _model, _ts, inp, reason, condition in weekend_peak:
+        assert reason == ("input_unknown" if inp is None else None)
+        assert condition is None  # the unconditioned off-peak row, not a peak row
 
 
 def test_demo_summary_reports_coverage_per_currency(con: Any) -> None:

@@ -65,4 +65,4 @@ def test_summary_prints_input_tokens_with_the_requests_whose_input_is_unknown(
     result = cli("summary", "-w", str(warehouse))
     assert result.returncode == 0, result.stderr
     assert "  usage unknown:     1\n" in result.stdout
-    assert "input tokens:        1500 (2 requests with unknown input excluded)\n" in result.stdout
+    assert "input tokens:        1,500 (2 requests with unknown input excluded)\n" in result.stdout

@@ -268,5 +268,5 @@ def test_the_proxy_help_shows_the_listen_and_out_defaults_and_an_example() -> No
     text = " ".join(result.output.replace("│", " ").split())  # table cells wrap
     assert "[default: 127.0.0.1:8787]" in text
     assert "Capture directory. [default: capture]" in text
-    assert "Example: cacheaudit capture proxy --upstream https://api.openai.com" in text
+    assert "$ cacheaudit capture proxy --upstream https://api.openai.com" in text
     assert "OPENAI_BASE_URL=http://127.0.0.1:8787/v1" in text

@@ -4,6 +4,7 @@ One module per capability, owned by whoever builds it; `cli.py` registers them a
 """
 
 COMMAND_MODULES = (
+    "pipeline.commands.summary",
     "pipeline.commands.prices",
     "pipeline.commands.diagnose",
     "pipeline.commands.report",

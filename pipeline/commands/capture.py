@@ -79,14 +79,19 @@ def proxy(
 ) -> None:
     """Run a recording reverse proxy: point an SDK's base URL at it.
 
-    Forwards every request unchanged, streams responses back as they arrive,
-    and appends one record per exchange to OUT/capture-<hour>Z-p<pid>.jsonl
-    (keys redacted). Ctrl-C or SIGTERM stops it once exchanges in flight
-    finish (--shutdown-grace).
+    Forwards every request unchanged, streams responses back as they arrive, and appends one
+    record per exchange to OUT/capture-<hour>Z-p<pid>.jsonl (keys redacted). Ctrl-C or SIGTERM
+    stops it once exchanges in flight finish (--shutdown-grace).
 
-    Example: cacheaudit capture proxy --upstream https://api.openai.com
-    then run the client with OPENAI_BASE_URL=http://127.0.0.1:8787/v1
-    (Anthropic: ANTHROPIC_BASE_URL=http://127.0.0.1:8787)
+    Example: record an OpenAI client, then read what it cost:
+
+    $ cacheaudit capture proxy --upstream https://api.openai.com
+    $ OPENAI_BASE_URL=http://127.0.0.1:8787/v1 my-agent     # in another shell
+    $ cacheaudit ingest capture/ && cacheaudit summary
+
+    Anthropic: ANTHROPIC_BASE_URL=http://127.0.0.1:8787 with --upstream
+    https://api.anthropic.com. In front of the simulator (`cacheaudit simulate serve`, port
+    8788): --upstream http://127.0.0.1:8788.
     """
     from pipeline.capture.config import DEFAULT_LISTEN, ProxyConfig, load_config, upstream_route
     from pipeline.capture.proxy import ProxyOptions, serve

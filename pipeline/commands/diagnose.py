@@ -33,7 +33,10 @@ def diagnose(
     """Why did the cache miss? A turn-by-turn timeline: input tokens, reported cache read,
     the read the provider's rules allow (expected), the cause of each break and the change.
 
-    Example: cacheaudit diagnose --worst 5; cacheaudit diagnose -r demo-001-007
+    Examples:
+
+    $ cacheaudit diagnose --worst 5
+    $ cacheaudit diagnose -r demo-001-007
     """
     from pipeline.diagnose import render, timeline
     from pipeline.warehouse import Warehouse

@@ -65,11 +65,15 @@ def run(
     early rather than wait out its plan: at once on HTTP 401/403/404, else after 3 failures in a
     row (experiment.json says why in `stopped_early`).
 
-    Example (a provider): cacheaudit experiment run --base-url https://api.deepseek.com
-    --model deepseek-v4-flash --document doc.txt
+    Example (a provider):
 
-    Example (the local simulator, `cacheaudit simulate serve`): cacheaudit experiment run
-    --base-url http://127.0.0.1:8787 --model deepseek-v4-flash --document doc.txt --wait 3
+    $ cacheaudit experiment run --base-url https://api.deepseek.com \\
+        --model deepseek-v4-flash --document doc.txt
+
+    Example (the local simulator, `cacheaudit simulate serve`):
+
+    $ cacheaudit experiment run --base-url http://127.0.0.1:8788 \\
+        --model deepseek-v4-flash --document doc.txt --wait 3
 
     (--wait must be longer than the simulator's --build-delay, 2 s by default: a cache entry
     can be hit only that long after the request that made it, so a shorter wait reads 0 on

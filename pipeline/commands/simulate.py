@@ -9,6 +9,9 @@ import typer
 from pipeline.errors import UsageError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# One above the capture proxy's default (127.0.0.1:8787): "simulate serve", then "capture proxy
+# --upstream http://127.0.0.1:8788" in front of it, works with both defaults.
+DEFAULT_PORT = 8788
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +28,14 @@ def serve(
         str, typer.Option(help="Caching rules: deepseek, openai or anthropic.")
     ] = "deepseek",
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8787,
+    port: Annotated[
+        int,
+        typer.Option(
+            help="Port to listen on (not the capture proxy's 8787, so the proxy can sit in front).",
+            min=0,
+            max=65535,
+        ),
+    ] = DEFAULT_PORT,
     build_delay: Annotated[
         float, typer.Option(help="DeepSeek: seconds before a persisted unit can be hit.")
     ] = 2.0,

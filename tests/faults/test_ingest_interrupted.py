@@ -54,6 +54,29 @@ def _visible_rows(wh: Path) -> int:
 DELAYS = [0.0, 0.05, 0.15, 0.25, 0.35, 0.5, 0.8]
 
 
+def _before_our_code(returncode: int, stderr: str) -> bool:
+    """Whether the Ctrl-C landed while Python was still locating the package (a traceback of
+    the interpreter's own frames only, e.g. runpy's import of the parent package): outside
+    anything our code can catch, so the moment is tried again a little later."""
+    frames = [ln for ln in stderr.splitlines() if ln.lstrip().startswith("File ")]
+    return (
+        returncode == -signal.SIGINT
+        and stderr.rstrip().endswith("KeyboardInterrupt")
+        and all("<frozen" in ln for ln in frames)
+    )
+
+
+def _interrupt(args: list[str], env: dict[str, str], after: float) -> tuple[int, str]:
+    # Its own process group, signalled as a whole: what a terminal does on Ctrl-C.
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
+    time.sleep(after)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err.decode()
+
+
 @pytest.mark.parametrize("delay", DELAYS)
 def test_ctrl_c_at_any_moment_is_one_line_exit_130_and_all_or_nothing(
     capture: Path, interpreter_start: float, tmp_path: Path, delay: float
@@ -61,22 +84,17 @@ def test_ctrl_c_at_any_moment_is_one_line_exit_130_and_all_or_nothing(
     wh = tmp_path / "wh"
     args = [sys.executable, "-m", "pipeline", "ingest", str(capture), "--warehouse", str(wh)]
     env = {**os.environ, "TZ": "UTC"}
-    # Its own process group, signalled as a whole: what a terminal does on Ctrl-C.
-    proc = subprocess.Popen(
-        [*args, "--workers", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    time.sleep(interpreter_start + delay)
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    stderr = err.decode()
-    if proc.returncode == 0:  # it finished before the signal came
+    for _ in range(10):  # a loaded machine can start the interpreter later than measured
+        returncode, stderr = _interrupt([*args, "--workers", "2"], env, interpreter_start + delay)
+        if not _before_our_code(returncode, stderr):
+            break
+        delay += 0.02
+    else:
+        pytest.fail(f"every Ctrl-C landed before the package was found: {stderr}")
+    if returncode == 0:  # it finished before the signal came
         assert "total: 16000 records" in stderr
     else:
-        assert (proc.returncode, stderr) == (130, "interrupted\n"), stderr
+        assert (returncode, stderr) == (130, "interrupted\n"), stderr
     assert _visible_rows(wh) in (0, RECORDS)
     # The next ingest lands the file exactly once, whatever the interrupted one left.
     result = ingest([capture], Warehouse(wh), workers=2)

@@ -100,6 +100,19 @@ def _cost_cards(rows: list[Row]) -> list[str]:
     return cards
 
 
+SIMULATED = (
+    "answered by the cacheaudit simulator (`simulate serve`), not a provider: their cost is what"
+    " the provider would charge, not a bill"
+)
+
+
+def _simulated_card(row: Row) -> list[str]:
+    simulated = row.get("requests_simulated")
+    if not simulated:
+        return []
+    return [_card("Simulated", fmt(simulated, "int"), f"requests {SIMULATED}")]
+
+
 def build(data: WeekData) -> Section:
     rows = data.get(VIEW)
     section = Section("headline", TITLE, CAPTION)
@@ -107,6 +120,12 @@ def build(data: WeekData) -> Section:
         section.note = f"not available: {reason}"
         return section
     cards = _token_cards(rows[0]) if rows else []
+    if rows and rows[0].get("requests_simulated"):
+        # Money from simulated traffic must not read as a bill: say so beside the cost cards.
+        section.note = (
+            f"{count(rows[0]['requests_simulated'], 'request')} of this week {SIMULATED}."
+        )
+        cards += _simulated_card(rows[0])
     if cost_reason := missing_reason(COST_VIEW, VIEWS[COST_VIEW]):
         cards.append(_card("Cost, savings, left on the table", "", f"not available: {cost_reason}"))
     else:
