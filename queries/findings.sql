@@ -39,7 +39,14 @@ breaks AS (
         s.scope_kind, s.scope, k.cause, b.changed_kind, b.changed_role, b.changed_position,
         b.change_class, k.currency, k.request_id, k.conversation_id, k.turn, k.started_at,
         k.tokens_lost, k.lost_cost, k.lost_cost_unpriced_reason, b.excerpt, b.parent_excerpt,
-        b.gap_s
+        b.gap_s,
+        -- the group's example: its costliest break, ties to the earliest (then the smallest id),
+        -- so every engine picks the same one and its id and excerpts come from one row
+        row_number() OVER (
+            PARTITION BY s.scope_kind, s.scope, k.cause, b.changed_kind, b.changed_role,
+                b.changed_position, b.change_class, k.currency
+            ORDER BY k.tokens_lost DESC NULLS LAST, k.started_at, k.request_id
+        )                                                               AS example_rank
     FROM break_costs AS k
     JOIN cache_breaks AS b USING (request_id)
     JOIN subjects AS s USING (request_id)
@@ -58,10 +65,9 @@ grouped AS (
         count(*) FILTER (WHERE lost_cost IS NULL)                       AS lost_cost_unknown,
         min(started_at)                                                 AS first_seen,
         max(started_at)                                                 AS last_seen,
-        -- the example: the costliest break of the group, its excerpts side by side
-        arg_max(request_id, coalesce(tokens_lost, -1))                  AS example_request_id,
-        arg_max(parent_excerpt, coalesce(tokens_lost, -1))              AS example_parent_excerpt,
-        arg_max(excerpt, coalesce(tokens_lost, -1))                     AS example_excerpt,
+        max(request_id) FILTER (WHERE example_rank = 1)                 AS example_request_id,
+        max(parent_excerpt) FILTER (WHERE example_rank = 1)             AS example_parent_excerpt,
+        max(excerpt) FILTER (WHERE example_rank = 1)                    AS example_excerpt,
         max(gap_s)                                                      AS max_gap_s
     FROM breaks
     GROUP BY ALL
