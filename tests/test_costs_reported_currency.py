@@ -133,4 +133,4 @@ def test_summary_prints_every_request_as_priced_or_unpriced(cli: Any, warehouse:
     out = result.stdout
     assert "(3 requests priced;" in out  # left on the table unknown: no segments here
     assert "unpriced:          2 requests" in out
-    assert "reported_cost_currency_unknown=1" in out
+    assert "1 with the reported cost has no currency (reported_cost_currency_unknown)" in out

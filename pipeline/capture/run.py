@@ -238,14 +238,9 @@ def ingest_capture(files: Sequence[Path], warehouse: Path, log: Log = stderr_log
 
 
 def print_reports(warehouse: Path) -> None:
-    """The warehouse's headline numbers (and findings, where this version has them) on stdout,
-    by the CLI's own commands in a child process: a command module never imports the CLI."""
-    commands = [["summary"]]
-    import importlib.util
-
-    if importlib.util.find_spec("pipeline.findings") is not None:
-        commands.append(["findings"])
-    for args in commands:
-        subprocess.run(
-            [sys.executable, "-m", "pipeline", *args, "--warehouse", str(warehouse)], check=False
-        )
+    """The warehouse's headline numbers and its top findings with their money and fix (summary
+    prints both) on stdout, by the CLI's own command in a child process: a command module never
+    imports the CLI."""
+    subprocess.run(
+        [sys.executable, "-m", "pipeline", "summary", "--warehouse", str(warehouse)], check=False
+    )
