@@ -171,6 +171,11 @@ at_change AS (
 caused AS (
     SELECT
         d.*, a.new_kind, a.new_role, a.new_hash, a.old_kind, a.old_role, a.old_hash,
+        -- the lifetime the parent gave the first entry lost (as `expired` below compares it):
+        -- the extended one (1h, 24h) when it asked for it at that position, else the default
+        CASE WHEN d.live_segments < d.parent_extended_segments
+             THEN coalesce(d.extended_lifetime_s, d.lifetime_s)
+             ELSE coalesce(d.default_lifetime_s, d.lifetime_s) END      AS entry_lifetime_s,
         -- the earliest prompt layer touched: 0 tools, 1 system/schema/explicit cache, 2 messages
         least(
             CASE a.new_kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 1
@@ -378,6 +383,8 @@ final AS (
         END::BIGINT                                                     AS tokens_lost,
         b.input_tokens, b.cache_read_tokens, b.expected_read_tokens,
         b.gap_s,
+        CASE WHEN b.cause = 'expired' THEN b.idle_s END                 AS idle_s,
+        CASE WHEN b.cause = 'expired' THEN b.entry_lifetime_s END::DOUBLE AS lifetime_s,
         CASE WHEN b.cause IN ('tools_changed', 'system_changed', 'history_rewritten')
              THEN b.common_segments END::INTEGER                        AS changed_position,
         CASE WHEN b.cause IN ('tools_changed', 'system_changed', 'history_rewritten')
