@@ -26,7 +26,7 @@ FORBIDDEN = {
 
 
 def _files() -> list[Path]:
-    found = []
+    found = [ROOT / "Makefile", ROOT / "pyproject.toml"]
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*")):
             if path.suffix in SUFFIXES and path.is_file() and path.name not in SELF:
