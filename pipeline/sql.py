@@ -36,11 +36,11 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import schema
+from pipeline import resources, schema
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.warehouse import TABLES, Warehouse, stem_of
 
-QUERY_DIR = Path(__file__).resolve().parent.parent / "queries"
+QUERY_DIR = resources.folder("queries")
 _HEADER = re.compile(r"^--\s*(inputs|output)\s*:\s*(.+)$", re.MULTILINE)
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
