@@ -10,17 +10,43 @@
 --   (cache_write - cache_write_1h; or the provider's single write price), 1h writes, output.
 --   A long-context tier is chosen from the whole prompt of each sampling pass (the largest,
 --   for a compacted response); passes on both sides of a threshold leave the request unpriced.
-WITH source AS (
+-- When each provider began to offer prompt caching (its announcement): before that nothing
+-- could be read from a cache, so an absent cache read is a known 0 for pricing (requests keeps
+-- NULL: that is what was reported). OpenAI https://openai.com/index/api-prompt-caching/,
+-- Anthropic https://www.anthropic.com/news/prompt-caching, DeepSeek
+-- https://api-docs.deepseek.com/news/news0802.
+WITH caching_began AS (
+    SELECT * FROM (VALUES
+        ('openai', TIMESTAMPTZ '2024-10-01 00:00:00+00'),
+        ('anthropic', TIMESTAMPTZ '2024-08-14 00:00:00+00'),
+        ('deepseek', TIMESTAMPTZ '2024-08-02 00:00:00+00')
+    ) AS t(provider, began)
+),
+
+reported AS (
+    SELECT
+        r.*,
+        r.cache_read_tokens IS NULL AND r.started_at < b.began          AS read_before_caching
+    FROM requests AS r
+    LEFT JOIN caching_began AS b USING (provider)
+),
+
+source AS (
     SELECT
         row_number() OVER ()            AS req_key,
         request_id, started_at, provider, model,
-        input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
-        uncached_input_tokens, output_tokens, reported_cost, cache_ttls,
+        input_tokens,
+        CASE WHEN read_before_caching THEN 0 ELSE cache_read_tokens END AS cache_read_tokens,
+        cache_write_tokens, cache_write_1h_tokens,
+        CASE WHEN read_before_caching THEN input_tokens - coalesce(cache_write_tokens, 0)
+             ELSE uncached_input_tokens END                             AS uncached_input_tokens,
+        coalesce(read_before_caching, false)                            AS read_before_caching,
+        output_tokens, reported_cost, cache_ttls,
         coalesce(largest_pass_prompt_tokens, input_tokens)              AS tier_prompt_tokens,
         smallest_pass_prompt_tokens,
         lower(model)                    AS model_lc,
         started_at AT TIME ZONE 'UTC'   AS utc_wall
-    FROM requests
+    FROM reported
 ),
 
 -- A gateway prefix (openai/ on OpenRouter; models/ anywhere) names whose prices apply.
@@ -103,18 +129,12 @@ naming AS (
         AND m.price_model GLOB p.model
 ),
 
--- Names our researched rows or the user's know at any time (a price row's pattern, an alias):
--- the price library (layer_rank 2) is not asked for them, so a name whose history we keep is
--- priced by that history only, and one it retired stays unpriced after its end instead of
--- taking the library's undated price.
+-- Names our researched rows or the user's give a life of their own through an alias (a moving
+-- name such as deepseek-chat, a dated snapshot): the price library (layer_rank 2) is not asked
+-- for them at any time, so a name whose alias ended stays unpriced after its end instead of
+-- taking the library's undated price. Elsewhere a higher layer's row in force wins by rank, and
+-- the library fills the times our rows do not cover.
 known_above AS (
-    SELECT DISTINCT m.lookup_provider, m.lookup_model
-    FROM (SELECT DISTINCT lookup_provider, lookup_model, price_model FROM resolved) AS m
-    JOIN price_rows_source AS p
-        ON p.provider = m.lookup_provider
-        AND p.layer_rank < 2
-        AND (m.price_model GLOB p.model OR m.lookup_model GLOB p.model)
-    UNION
     SELECT DISTINCT m.lookup_provider, m.lookup_model
     FROM (SELECT DISTINCT lookup_provider, lookup_model FROM resolved) AS m
     JOIN model_aliases_source AS a
@@ -350,6 +370,7 @@ final AS (
         i.currency,
         i.input_tokens,
         i.cache_read_tokens,
+        i.read_before_caching,
         i.w5m_tokens                                                    AS cache_write_5m_tokens,
         i.w1h_tokens                                                    AS cache_write_1h_tokens,
         i.uncached_input_tokens,

@@ -8,7 +8,7 @@ The SQL view `request_costs` applies the same rules per request; tests check the
    claude-sonnet-4-5-20250929 wins over the shipped alias to claude-sonnet-4-5, and a user alias
    still wins over a shipped row;
 3. price rows of that provider whose model pattern matches and whose interval holds the instant;
-   the price library's rows only for a name no other layer knows at any time (`known_above`).
+   the price library's rows only for a name no alias of another layer names (`known_above`).
 Ranking among matching rows: user before shipped before the price library, preferred currency,
 more condition clauses, exact name before pattern, later effective_from, then load order (file
 order, then line number; `prices check` refuses equal-rank rows that can both apply, so this
@@ -96,15 +96,9 @@ LIBRARY_RANK = 2  # the price library's layer (pipeline/prices/library.py)
 
 
 def known_above(tables: PriceTables, res: Resolution) -> bool:
-    """Whether our researched rows or the user's name the model at any time (a price row's
-    pattern, an alias): then the price library is not asked for it, as request_costs."""
-    names = (res.model, res.requested)
+    """Whether our researched rows or the user's give the name a life of its own through an
+    alias (at any time): then the price library is not asked for it, as request_costs."""
     return any(
-        r.provider == res.provider
-        and r.place.layer_rank < LIBRARY_RANK
-        and any(fnmatchcase(n, r.model) for n in names)
-        for r in tables.prices
-    ) or any(
         a.provider == res.provider
         and a.place.layer_rank < LIBRARY_RANK
         and fnmatchcase(res.requested, a.alias)
@@ -115,7 +109,7 @@ def known_above(tables: PriceTables, res: Resolution) -> bool:
 def rows_in_force(tables: PriceTables, res: Resolution, at: datetime) -> list[PriceRow]:
     """Every row for the model in force at `at` (all currencies and conditions), best first;
     rows of equal rank in load order (file order, then line number), as request_costs. The
-    price library's rows only for a model no other layer names."""
+    price library's rows only for a name no alias of another layer names."""
     library = not known_above(tables, res)
     rows = [
         (rank_key(r), order, r)
