@@ -67,7 +67,9 @@ def test_a_sql_session_refuses_a_broken_price_file(cli, tmp_path: Path) -> None:
 
 
 def test_show_picks_the_offpeak_row_at_night_in_march_2025(cli) -> None:
-    result = cli("prices", "show", "deepseek-chat", "--at", "2025-03-01T17:00Z")
+    result = cli(
+        "prices", "show", "deepseek-chat", "--provider", "deepseek", "--at", "2025-03-01T17:00Z"
+    )
     assert result.returncode == 0, result.stderr
     used = [line for line in result.stdout.splitlines() if line.startswith("*")]
     assert len(used) == 1
@@ -126,7 +128,10 @@ def test_a_condition_repeating_a_clause_kind_is_refused_not_overwritten(text: st
 
 
 def test_show_says_a_retired_alias_has_no_price(cli) -> None:
-    result = cli("prices", "show", "deepseek-chat", "--at", "2026-11-16T08:00Z")
+    # DeepSeek's own name (Azure, which resells DeepSeek models, still prices a deepseek-chat)
+    result = cli(
+        "prices", "show", "deepseek-chat", "--provider", "deepseek", "--at", "2026-11-16T08:00Z"
+    )
     assert result.returncode == 4
     assert "no price row in force for 'deepseek-chat'" in result.stderr
 

@@ -14,7 +14,9 @@ once per process:
 - tiered prices (a higher rate for every token once the prompt is over a threshold) become a
   `prompt_tokens>N` row per threshold;
 - input, cache read, cache write and output prices fill our buckets; the 1-hour cache write has
-  no price there (our researched Anthropic rows carry it).
+  no price there (our researched Anthropic rows carry it);
+- a provider that resells other providers' models (Azure OpenAI) also gets their rows, after
+  its own, as the library's own lookup falls back to them.
 
 Our researched rows (the shipped CSVs) and the user's `--prices` rows rank above these: a
 request is priced here only where neither has a row. Rows the library holds twice for one name
@@ -151,10 +153,15 @@ def rows() -> tuple[PriceRow, ...]:
     out: list[PriceRow] = []
     seen: set[tuple[str, str, datetime | None, str]] = set()
     line = 0
+    by_id = {p.id: p for p in data.providers}
     for provider in data.providers:
         ours = PROVIDERS.get(provider.id, provider.id)
         source = " ; ".join(provider.pricing_urls or [])
-        for model in provider.models:
+        # a provider that resells others' models (Azure OpenAI, Vertex AI's Claude) is priced
+        # with their rows after its own, as the library's lookup falls back to them
+        fallbacks = [by_id[f] for f in provider.fallback_model_providers or () if f in by_id]
+        models = [m for p in (provider, *fallbacks) for m in p.models]
+        for model in models:
             names = _names(model.match)
             for start, end, window, prices in _periods(model):
                 if _field(prices, "input_mtok") is None:
@@ -184,7 +191,7 @@ def rows() -> tuple[PriceRow, ...]:
                                     else None
                                     for b in BUCKETS
                                 },
-                                notes=f"{provider.id}/{model.id} in {label}",
+                                notes=f"{provider.id}: {model.id} in {label}",
                                 source=source,
                             )
                         )
