@@ -492,8 +492,9 @@ class _Buffers:
         self._reset()
 
     def _reset(self) -> None:
-        self.requests: dict[date, list[tuple[Any, ...]]] = {}
-        self.segments: dict[date, _DaySegments] = {}
+        # None: the rows whose start is unknown (a cassette without a Date header)
+        self.requests: dict[date | None, list[tuple[Any, ...]]] = {}
+        self.segments: dict[date | None, _DaySegments] = {}
         self.content: dict[str, list[Any]] = {"segment_hash": [], "bytes": [], "content": []}
         self.rejects: dict[str, list[Any]] = {n: [] for n in self.rejects_names}
         self.request_count = self.segment_count = self.content_bytes = 0
@@ -503,7 +504,8 @@ class _Buffers:
 
     def add(self, norm: Normalised) -> None:
         row = norm.row
-        day = row["started_at"].date()
+        started = row["started_at"]
+        day = started.date() if started is not None else None
         requests = self.requests.get(day)
         if requests is None:
             requests = self.requests[day] = []
@@ -661,7 +663,8 @@ def fallback_base(item: Exchange) -> str:
     recognised as the same; a cut stream names its completion in its first event. An export
     saved without content names none: `dedupe` matches it to any copy of the same request."""
     h = xxhash.xxh3_64()
-    h.update(f"{item.started_at.isoformat()} {item.method} {item.url}\n".encode())
+    when = item.started_at.isoformat() if item.started_at is not None else "unknown"
+    h.update(f"{when} {item.method} {item.url}\n".encode())
     h.update(item.request_body)
     identity = response_identity(item.response_body)
     if identity is None:

@@ -1,7 +1,8 @@
 """Input files: detect the format from content, open compressed files, and yield records.
 
 Formats: capture_jsonl (ours), har (HAR 1.2), otlp_json (OTLP/JSON trace export, one JSON
-document per line as the file exporter writes). Each reader yields `Exchange` or `Reject`;
+document per line as the file exporter writes), vcr_cassette (vcrpy / pytest-recording
+cassettes, YAML or JSON). Each reader yields `Exchange` or `Reject`;
 redaction has already happened inside the readers.
 """
 
@@ -21,7 +22,7 @@ from pipeline.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-FORMATS = ("capture_jsonl", "har", "otlp_json")
+FORMATS = ("capture_jsonl", "har", "otlp_json", "vcr_cassette")
 _FIRST_KEY = re.compile(rb'\{\s*"([^"\\]{1,64})"\s*:')
 _KEY_FORMATS = {b"resourceSpans": "otlp_json", b"schema_version": "capture_jsonl"}
 HEAD_BYTES = 65536  # read to judge the first line
@@ -68,7 +69,7 @@ _SNIFF_ERRORS: tuple[type[BaseException], ...] = (
 
 
 # Names a directory walk takes as input (files named explicitly are read whatever their name).
-CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".gz", ".zst")
+CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".yaml", ".yml", ".gz", ".zst")
 
 
 def looks_like_capture(path: Path) -> bool:
@@ -289,7 +290,8 @@ def _looks_like_mitm_flows(text: bytes) -> bool:
 
 
 def detect_format(path: Path) -> str:
-    """capture_jsonl, har or otlp_json, from the first bytes of content (not the extension)."""
+    """capture_jsonl, har, otlp_json or vcr_cassette, from the first bytes of content (not the
+    extension)."""
     if not path.exists():
         raise InputError(f"{path} does not exist")
     if path.is_dir():
@@ -306,6 +308,10 @@ def detect_format(path: Path) -> str:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         return "capture_jsonl"  # an empty capture is valid: zero records
+    from pipeline.sources.vcr import looks_like_cassette
+
+    if looks_like_cassette(text):
+        return "vcr_cassette"
     if text.startswith(b"{"):
         kind = _first_line_format(text, cut=len(head) == HEAD_BYTES)
         if kind is not None:
@@ -328,8 +334,8 @@ def detect_format(path: Path) -> str:
             ' OTLP/JSON is one {"resourceSpans": ...} export per line (not pretty-printed)',
         )
     raise InputError(
-        f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
-        hint="expected JSON (optionally gzip/zstd compressed)",
+        f"{path} is not a capture JSONL, HAR, OTLP/JSON file or VCR cassette",
+        hint="expected JSON, or a YAML cassette (optionally gzip/zstd compressed)",
     )
 
 
@@ -348,4 +354,8 @@ def iter_source(path: Path, fmt: str) -> Iterator[object]:
 
         result: Iterator[object] = iter_otlp(path)
         return result
+    if fmt == "vcr_cassette":
+        from pipeline.sources.vcr import iter_vcr
+
+        return iter_vcr(path)
     raise InputError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")

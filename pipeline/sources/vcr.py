@@ -1,0 +1,222 @@
+"""VCR cassettes (vcrpy, pytest-recording; YAML or JSON) as an input.
+
+A cassette is `{"version": 1, "interactions": [{"request": ..., "response": ...}, ...]}`:
+- request: `method`, `uri`, `headers` (name -> list of values), `body` (a string, bytes as YAML
+  `!!binary`, or null);
+- response: `status` (`{"code", "message"}`), `headers` (name -> list of values) and `body`
+  (`{"string": ...}`: text, `!!binary` bytes, or null). Older vcrpy httpx cassettes wrote
+  `status_code` and `content` instead; both shapes are read.
+
+A body still compressed (the cassette keeps the `Content-Encoding` header unless vcrpy's
+`decode_compressed_response` was on) is decoded as the client would decode it. A cassette
+records no timing: the times an exchange took are unknown (NULL, never 0), and its start is the
+response's `Date` header (the second the server stamped it) where recorded, else unknown. The
+interaction's position in the cassette (0-based) is its record index and keeps the order.
+
+A cassette is one document, so it is parsed whole: memory is about the largest cassette (a
+directory of them is read one file at a time per worker), never the directory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from pipeline.capture.decode import BodyDecoder
+from pipeline.capture_format import RecordError
+from pipeline.records import Exchange, Reject
+from pipeline.redact import account_of, redact_headers, redact_url
+from pipeline.sources import open_binary
+
+# A YAML cassette: `interactions:` as a top-level key (vcrpy sorts keys, so it comes first; a
+# `version:` or a document start may precede it). A JSON one: `interactions` as the first or
+# second key (vcrpy's JSON serializer writes `version` first) of the top-level object.
+_YAML_CASSETTE = re.compile(rb"\A(?:%YAML[^\n]*\n|---[ \t]*\n|#[^\n]*\n|version:[^\n]*\n)*"
+                            rb"interactions:[ \t]*(?:\r?\n|\[)")  # fmt: skip
+_JSON_CASSETTE = re.compile(rb'\A\{\s*(?:"version"\s*:\s*\d+\s*,\s*)?"interactions"\s*:\s*\[')
+
+
+def looks_like_cassette(text: bytes) -> bool:
+    """Whether the head of a file (BOM and leading blank lines removed) is a VCR cassette."""
+    return _JSON_CASSETTE.match(text) is not None or _YAML_CASSETTE.match(text) is not None
+
+
+try:  # libyaml parses about 10x faster than the pure-Python loader
+    _BaseLoader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[attr-defined,unused-ignore]
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _BaseLoader = yaml.SafeLoader
+
+
+class _CassetteLoader(_BaseLoader):  # type: ignore[valid-type,misc,unused-ignore]
+    """YAML's safe loader plus the plain-value Python tags cassettes written by older vcrpy
+    versions carry (`!!python/unicode`, `!!python/str`, `!!python/tuple`). Any other Python
+    tag (an object) is refused, never constructed: the interaction is rejected."""
+
+
+def _python_str(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    return loader.construct_scalar(node)
+
+
+def _python_tuple(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    return tuple(loader.construct_sequence(node))
+
+
+for _tag in ("str", "unicode"):
+    _CassetteLoader.add_constructor(f"tag:yaml.org,2002:python/{_tag}", _python_str)
+_CassetteLoader.add_constructor("tag:yaml.org,2002:python/tuple", _python_tuple)
+
+
+def _parse(raw: bytes) -> Any:
+    if raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        try:
+            return orjson.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+        except orjson.JSONDecodeError as exc:
+            raise RecordError(f"cassette is not valid JSON: {exc}") from exc
+    try:
+        return yaml.load(raw, Loader=_CassetteLoader)  # noqa: S506 - a safe loader subclass
+    except yaml.YAMLError as exc:
+        text = " ".join(str(exc).split())
+        raise RecordError(f"cassette is not valid YAML: {text[:300]}") from exc
+
+
+def _headers(value: Any, where: str) -> list[tuple[str, str]]:
+    """vcrpy writes headers as name -> [values]; a single value is accepted too."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise RecordError(f"{where}.headers must be a mapping of name to values")
+    out: list[tuple[str, str]] = []
+    for name, values in value.items():
+        for item in values if isinstance(values, list | tuple) else [values]:
+            out.append(
+                (str(name), item.decode("latin-1") if isinstance(item, bytes) else str(item))
+            )
+    return out
+
+
+def _bytes(value: Any, where: str) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    raise RecordError(f"{where} must be a string or binary, not {type(value).__name__}")
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    values = [v for k, v in headers if k.lower() == name]
+    return ", ".join(values) if values else None
+
+
+def _decoded(body: bytes, headers: list[tuple[str, str]]) -> bytes:
+    """The body as the client reads it: a Content-Encoding still applied is undone."""
+    encoding = _header(headers, "content-encoding")
+    if not body or encoding is None:
+        return body
+    decoder = BodyDecoder(encoding)
+    out = decoder.decode(body) + decoder.flush()
+    if decoder.error is not None:
+        raise RecordError(f"response body: {decoder.error}")
+    return out
+
+
+def started_at_of(headers: list[tuple[str, str]]) -> datetime | None:
+    """The response's `Date` header as UTC, or None when absent or not a date."""
+    value = _header(headers, "date")
+    if value is None:
+        return None
+    try:
+        ts = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if ts.tzinfo is None:
+        return None  # RFC 9110 dates are GMT; one without a zone is not trusted
+    return ts.astimezone(UTC)
+
+
+def interaction_to_exchange(interaction: Any, source: str, index: int) -> Exchange:
+    if not isinstance(interaction, dict):
+        raise RecordError("interaction is not a mapping with request and response")
+    request = interaction.get("request")
+    response = interaction.get("response")
+    if not isinstance(request, dict) or not isinstance(request.get("uri"), str):
+        raise RecordError("interaction has no request.uri")
+    if response is not None and not isinstance(response, dict):
+        raise RecordError("response must be a mapping")
+    response = response or {}
+    url = request["uri"]
+    raw_headers = _headers(request.get("headers"), "request")
+    response_headers = _headers(response.get("headers"), "response")
+    status_value = response.get("status")
+    if isinstance(status_value, dict):
+        status_value = status_value.get("code")
+    elif "status_code" in response:  # the older httpx shape
+        status_value = response.get("status_code")
+    if status_value is not None and (
+        not isinstance(status_value, int) or isinstance(status_value, bool)
+    ):
+        raise RecordError(f"response status code is not a number: {str(status_value)[:40]!r}")
+    body = response.get("body")
+    if isinstance(body, dict):
+        raw_body = _bytes(body.get("string"), "response.body.string")
+    elif "content" in response:  # the older httpx shape
+        raw_body = _bytes(response.get("content"), "response.content")
+    else:
+        raw_body = _bytes(body, "response.body")
+    status = status_value if isinstance(status_value, int) and status_value > 0 else None
+    return Exchange(
+        source=source,
+        index=index,
+        started_at=started_at_of(response_headers),
+        method=str(request.get("method") or "GET").upper(),
+        url=redact_url(url),
+        request_headers=redact_headers(raw_headers),
+        request_body=_bytes(request.get("body"), "request.body"),
+        status=status,
+        response_headers=redact_headers(response_headers),
+        response_body=_decoded(raw_body, response_headers),
+        account=account_of(raw_headers, url),
+        capture_outcome="interrupted" if status is None else None,
+    )
+
+
+def _excerpt(interaction: Any) -> str:
+    from pipeline.sources.capture import redact_excerpt
+
+    try:
+        raw = orjson.dumps(interaction, default=repr)
+    except TypeError:
+        raw = repr(interaction).encode()
+    return redact_excerpt(raw[:400])
+
+
+def iter_vcr(path: Path) -> Iterator[Exchange | Reject]:
+    source = str(path)
+    with open_binary(path) as fh:
+        raw = fh.read()
+    try:
+        data = _parse(raw)
+    except RecordError as exc:
+        yield Reject(source, 0, str(exc), "")
+        return
+    interactions = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(interactions, list):
+        yield Reject(source, 0, "cassette has no interactions list", "")
+        return
+    del raw, data
+    for index, interaction in enumerate(interactions):
+        try:
+            yield interaction_to_exchange(interaction, source, index)
+        except (RecordError, TypeError, ValueError, AttributeError) as exc:
+            yield Reject(
+                source, index, f"cassette interaction not readable: {exc}", _excerpt(interaction)
+            )
+        interactions[index] = None  # its bytes are not needed again
