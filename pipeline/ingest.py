@@ -573,6 +573,8 @@ class Worker:
             else None
         )
         self.buffers: dict[str, _Buffers] = {}
+        # Sources read whole in one task (a cassette, a small file): no more rows will come.
+        self.finished: set[str] = set()
         # Which --providers entries matched the host of some record (a warning names the rest).
         self.matched_rules: set[int] = set()
         self._rule_of_host: dict[str, int | None] = {}
@@ -634,7 +636,31 @@ class Worker:
                 buffers.occurrences[base] = buffers.occurrences.get(base, 0) + 1
             buffers.add(norm)
             accepted += 1
+        whole = task.items is None and task.lines is None and task.spill is None
+        if whole and task.start is None:
+            self.finished.add(key)
+        self._bound()
         return records, accepted, rejected, skipped
+
+    def _bound(self) -> None:
+        """Keep what all sources buffer together within one source's budget: a directory of
+        many small files (test-suite cassettes) would otherwise hold every file's rows until
+        `finish`, each below the flush threshold on its own. Over the budget, every buffer is
+        written, and those of sources read to the end are dropped (their remembered content
+        hashes too)."""
+        if len(self.buffers) < 2:
+            return
+        values = self.buffers.values()
+        if (
+            sum(b.segment_count for b in values) < self.options.flush_segments
+            and sum(b.request_count for b in values) < FLUSH_REQUESTS
+            and sum(b.content_bytes for b in values) < FLUSH_CONTENT_BYTES
+        ):
+            return
+        for key, buffers in list(self.buffers.items()):
+            buffers.flush()
+            if key in self.finished:
+                del self.buffers[key]
 
     def _note_rule(self, url: str) -> None:
         netloc = urlsplit(url).netloc.rpartition("@")[2]

@@ -2,8 +2,8 @@
 
 Formats: capture_jsonl (ours), har (HAR 1.2), otlp_json (OTLP/JSON trace export, one JSON
 document per line as the file exporter writes), vcr_cassette (vcrpy / pytest-recording
-cassettes, YAML or JSON). Each reader yields `Exchange` or `Reject`;
-redaction has already happened inside the readers.
+cassettes, YAML or JSON), mitm_flows (`mitmdump -w`, read with mitmproxy's own reader).
+Each reader yields `Exchange` or `Reject`; redaction has already happened inside the readers.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pipeline.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-FORMATS = ("capture_jsonl", "har", "otlp_json", "vcr_cassette")
+FORMATS = ("capture_jsonl", "har", "otlp_json", "vcr_cassette", "mitm_flows")
 _FIRST_KEY = re.compile(rb'\{\s*"([^"\\]{1,64})"\s*:')
 _KEY_FORMATS = {b"resourceSpans": "otlp_json", b"schema_version": "capture_jsonl"}
 HEAD_BYTES = 65536  # read to judge the first line
@@ -290,8 +290,8 @@ def _looks_like_mitm_flows(text: bytes) -> bool:
 
 
 def detect_format(path: Path) -> str:
-    """capture_jsonl, har, otlp_json or vcr_cassette, from the first bytes of content (not the
-    extension)."""
+    """capture_jsonl, har, otlp_json, vcr_cassette or mitm_flows, from the first bytes of
+    content (not the extension)."""
     if not path.exists():
         raise InputError(f"{path} does not exist")
     if path.is_dir():
@@ -322,11 +322,11 @@ def detect_format(path: Path) -> str:
     if later is not None:
         return later
     if _looks_like_mitm_flows(text):
-        raise InputError(
-            f"{path} is a mitmproxy flow file (mitmdump -w), which cacheaudit does not read",
-            hint=f"export it as HAR with mitmproxy: mitmdump -nr {path} --set hardump={path}.har"
-            " and ingest the .har (or record with the addon: docs/capture.md)",
-        )
+        from pipeline.sources.mitm import not_readable, reader
+
+        if reader() is None:
+            raise not_readable(path)
+        return "mitm_flows"
     if text.startswith(b"{"):
         raise InputError(
             f"{path}: format not recognised",
@@ -358,4 +358,8 @@ def iter_source(path: Path, fmt: str) -> Iterator[object]:
         from pipeline.sources.vcr import iter_vcr
 
         return iter_vcr(path)
+    if fmt == "mitm_flows":
+        from pipeline.sources.mitm import iter_mitm
+
+        return iter_mitm(path)
     raise InputError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")
