@@ -20,6 +20,7 @@ from typing import Any
 import anthropic
 import duckdb
 import openai
+import pytest
 import vcr
 import yaml
 
@@ -357,3 +358,42 @@ def test_bad_cassettes_are_rejects_with_reasons_and_the_good_one_still_lands(
     assert b"sk-secret-abcdef0123456789" not in b"".join(
         f.read_bytes() for f in wh.rglob("*") if f.is_file()
     )
+
+
+def _one_call_cassette(n: int) -> str:
+    body = json.dumps({"model": "deepseek-chat", "messages": [{"role": "user", "content": f"{n}"}]})
+    usage = {"prompt_tokens": 10 + n, "completion_tokens": 1, "prompt_cache_hit_tokens": 0}
+    answer = {"id": f"c{n}", "model": "deepseek-chat", "choices": [], "usage": usage}
+    interaction = {
+        "request": {"uri": "https://api.deepseek.com/chat/completions", "method": "POST",
+                    "headers": {}, "body": body},
+        "response": {"status": {"code": 200, "message": "OK"},
+                     "headers": {"Date": ["Tue, 01 Dec 2026 10:00:00 GMT"]},
+                     "body": {"string": json.dumps(answer)}},
+    }  # fmt: skip
+    return yaml.safe_dump({"interactions": [interaction], "version": 1})
+
+
+def test_a_worker_writes_and_forgets_finished_cassettes_once_together_they_pass_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    from pipeline import ingest
+
+    monkeypatch.setattr(ingest, "FLUSH_REQUESTS", 3)  # the budget: 3 buffered requests
+    worker = ingest.Worker(str(tmp_path / "wh"), ingest.Options(), 0)
+    held, parts = [], []
+    for n in range(5):
+        path = tmp_path / f"c{n}.yaml"
+        path.write_text(_one_call_cassette(n))
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert worker.run(ingest.Task(str(path), "vcr_cassette", digest)) == (1, 1, 0, 0)
+        held.append(len(worker.buffers))
+        parts.append(len(list((tmp_path / "wh").rglob("requests/**/*.parquet"))))
+    # Each cassette alone is far below the budget; the third brings the worker's total to it:
+    # all three are written and, read to the end, forgotten
+    assert held == [1, 2, 0, 1, 2]
+    assert parts == [0, 0, 3, 3, 3]
+    worker.finish()
+    assert len(list((tmp_path / "wh").rglob("requests/**/*.parquet"))) == 5
