@@ -181,6 +181,7 @@ def ingest(
                 keep_content=not no_content,
                 providers_file=providers,
                 progress=progress.update if progress else None,
+                max_record_bytes=max_record_bytes,
             )
         else:
             result = run_ingest(

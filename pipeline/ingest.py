@@ -54,7 +54,7 @@ from pipeline import __version__, providers, schema
 from pipeline.errors import InputError, PipelineError, UsageError
 from pipeline.normalise import SEGMENT_HASHING, Normalised, RejectRecord, Skip, normalise
 from pipeline.records import Exchange, Reject
-from pipeline.redact import redact_text
+from pipeline.redact import mask_texts, redact_text
 from pipeline.sources import (
     compression_of,
     damage_of,
@@ -543,8 +543,9 @@ class _Buffers:
     def reject(self, rej: Reject, now: datetime) -> None:
         self.rejects["source"].append(rej.source)
         self.rejects["source_index"].append(rej.index)
-        self.rejects["reason"].append(rej.reason[:500])
-        self.rejects["excerpt"].append(rej.excerpt)
+        # reasons and excerpts quote the input: a key in it is masked on the way to the disk
+        self.rejects["reason"].append(redact_text(rej.reason)[:500])
+        self.rejects["excerpt"].append(redact_text(rej.excerpt) if rej.excerpt else rej.excerpt)
         self.rejects["ingested_at"].append(now)
 
     def flush(self) -> None:
@@ -554,6 +555,9 @@ class _Buffers:
             self.wh.write_partition("requests", columns, self.key, part, day)
             if len(self.segments[day]):
                 self.wh.write_table("segments", self.segments[day].table(), self.key, part, day)
+        # Prompt text is stored for excerpts: a key in it (pasted into a prompt, a tool's
+        # credential argument) is masked here, after hashing, so prefixes compare as sent.
+        self.content["content"] = mask_texts(self.content["content"])
         self.wh.write_rows("segment_content", self.content, self.key, part)
         self.wh.write_rows("rejects", self.rejects, self.key, part)
         self.flushes += 1

@@ -71,6 +71,9 @@ _SEP = r"[-_.]"
 _OWNERS = (
     "api|access|auth|secret|private|client|account|session|subscription|service|master|admin"
     "|virtual"
+    # whose key by provider or tool: `x-openai-key`, `x-llm-key`, `anthropic_key`
+    "|llm|openai|anthropic|claude|gemini|google|groq|mistral|cohere|deepseek|openrouter|azure"
+    "|bedrock|aws|together|fireworks|xai|hf|huggingface|provider|model|user|app|bot|proxy|gateway"
 )
 _LAST_WORD = (
     rf"[a-z0-9]*(?:token|secret|passw(?:or)?d|apikey|(?:{_OWNERS}){_SEP}?key)"
@@ -84,11 +87,23 @@ _NAME = (
 )
 _SECRET_NAME = re.compile(rf"key|{_NAME}")
 
+# Key shapes, recognised by value wherever they appear: OpenAI `sk-` / `sk-proj-`, Anthropic
+# `sk-ant-`, Groq `gsk_`, xAI `xai-`, AWS access key ids `AKIA`/`ASIA`, Google API keys `AIza`,
+# GitHub tokens `ghp_`/`github_pat_`, Slack `xox?-`, Hugging Face `hf_`, and JWTs (three base64url
+# parts, the first two JSON objects: `eyJ`). Not preceded by a letter, digit, `_` or `-`, so a word
+# such as `task-...` or `disk-...` is never taken for a key.
+_KEY_SHAPES = (
+    r"sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}"
+    r"|A[KS]IA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|ghp_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+)
+_KEY_BOUNDARY = r"(?<![A-Za-z0-9_-])"
 # Key-shaped strings that may appear in bodies or error text we keep (excerpts, messages).
 _KEY_PATTERN = re.compile(
-    r"(sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}"
-    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,})"
+    rf"({_KEY_BOUNDARY}(?:{_KEY_SHAPES})|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{{8,}})"
 )
+_KEY_VALUE = re.compile(_KEY_SHAPES)
 # `?key=...` / `;token=...` / `%3Bkey%3D...` inside free text (an upstream's HTML error page
 # quoting the URL, a URL in an error message).
 _PARAM_IN_TEXT = re.compile(
@@ -170,7 +185,12 @@ def account_of(headers: list[tuple[str, str]], url: str) -> str | None:
 
 
 def redact_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(name, REDACTED if is_secret_name(name) else value) for name, value in headers]
+    """Secret header names lose their value, and so does any header whose value holds a key
+    shape, whatever it is called (`X-LLM-Key: sk-...` from a gateway no rule knows)."""
+    return [
+        (name, REDACTED if is_secret_name(name) or _KEY_VALUE.search(value) else value)
+        for name, value in headers
+    ]
 
 
 def _redact_query(query: str) -> str:
@@ -213,3 +233,65 @@ def redact_text(text: str) -> str:
     for pattern in (_PARAM_IN_TEXT, _HEADER_IN_TEXT, _HEADER_PAIR_IN_TEXT):
         text = pattern.sub(rf"\1{REDACTED}", text)
     return text
+
+
+# --- bodies: what a capture line and the stored prompt text may carry ----------------------
+# A body can hold a key anywhere: a credential field of a gateway's request (`"api_key": ...`),
+# a provider's 401 error quoting the key, a key pasted into a prompt. Bodies are masked by value
+# (the key shapes) and by field name (the name rule, bare `key` and `token` excepted: in bodies
+# they are too often a dictionary key or a logprobs token), at any level of JSON escaping (a
+# body inside a capture line, tool arguments inside a message inside a capture line); a value
+# is masked up to its first backslash.
+_BODY_FIELD = re.compile(rf'(?i)(\\*"(?:{_NAME})\\*"\s*:\s*\\*")([^"\\]+)'.encode())
+_BODY_KEY = re.compile(rf"{_KEY_BOUNDARY}(?:{_KEY_SHAPES})".encode())
+# A superset of both, in RE2 (no look-behind), run by Arrow over a whole body or column at
+# several hundred MB/s: the Python patterns above only run where it finds something, so a body
+# without a secret costs one scan.
+_SCREEN = (
+    rf"{_KEY_SHAPES}|(?i:(?:key|token|secret|passw|passwd|auth|credential|credentials|signature"
+    rf'|sig|cookie)\\?"\s*:)'
+)
+_TEXT_KEY = rf"(^|[^A-Za-z0-9_-])(?:{_KEY_SHAPES})"
+_TEXT_FIELD = rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*"))[^"\\]+'
+
+
+def _same_length(match: re.Match[bytes]) -> bytes:
+    n = len(match.group(0))
+    return b"[REDACTED" + b"*" * (n - 10) + b"]" if n >= 10 else b"*" * n
+
+
+def _field_value(match: re.Match[bytes]) -> bytes:
+    value = match.group(2)
+    if value.startswith(b"[REDACTED") or set(value) <= {ord("*")}:
+        return match.group(0)
+    n = len(value)
+    masked = b"[REDACTED" + b"*" * (n - 10) + b"]" if n >= 10 else b"*" * n
+    return match.group(1) + masked
+
+
+def mask_secrets(data: bytes) -> bytes:
+    """`data` (a capture line, a body) with every key shape and credential field value masked
+    by a mask of the same length: byte counts, chunk offsets and JSON validity stay as they
+    were, so nothing that measures the body changes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pc.any(pc.match_substring_regex(pa.array([data], pa.binary()), _SCREEN)).as_py():
+        return data
+    return _BODY_KEY.sub(_same_length, _BODY_FIELD.sub(_field_value, data))
+
+
+def mask_texts(values: list[str]) -> list[str]:
+    """Stored prompt text (segment content) with key shapes and credential field values
+    replaced by [REDACTED], over the whole column at once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not values:
+        return values
+    column = pa.array(values, pa.string())
+    if not pc.any(pc.match_substring_regex(column, _SCREEN)).as_py():
+        return values
+    column = pc.replace_substring_regex(column, _TEXT_FIELD, rf"\1{REDACTED}")
+    column = pc.replace_substring_regex(column, _TEXT_KEY, rf"\1{REDACTED}")
+    return [str(v) for v in column.to_pylist()]

@@ -1,5 +1,5 @@
 -- name: findings
--- inputs: break_costs, cache_breaks, conversations, requests
+-- inputs: finding_breaks, conversations, requests
 -- output: the cache breaks grouped by what to fix: one row per (scope: the agent, else the
 --   conversation when the agent is unknown -- prefix_hygiene's subjects; cause; where: the
 --   changed segment's kind, role and position; change class; currency of the money), with the
@@ -36,21 +36,15 @@ observed AS (
 
 breaks AS (
     SELECT
-        s.scope_kind, s.scope, k.cause, b.changed_kind, b.changed_role, b.changed_position,
-        b.change_class, k.currency, k.request_id, k.conversation_id, k.turn, k.started_at,
-        k.tokens_lost, k.lost_cost, k.lost_cost_unpriced_reason, b.excerpt, b.parent_excerpt,
-        b.gap_s,
+        *,
         -- the group's example: its costliest break, ties to the earliest (then the smallest id),
         -- so every engine picks the same one and its id and excerpts come from one row
         row_number() OVER (
-            PARTITION BY s.scope_kind, s.scope, k.cause, b.changed_kind, b.changed_role,
-                b.changed_position, b.change_class, k.currency
-            ORDER BY k.tokens_lost DESC NULLS LAST, k.started_at, k.request_id
+            PARTITION BY scope_kind, scope, cause, changed_kind, changed_role, changed_position,
+                change_class, currency
+            ORDER BY tokens_lost DESC NULLS LAST, started_at, request_id
         )                                                               AS example_rank
-    FROM break_costs AS k
-    JOIN cache_breaks AS b USING (request_id)
-    JOIN subjects AS s USING (request_id)
-    WHERE k.cause <> 'cold_start'
+    FROM finding_breaks
 ),
 
 grouped AS (
@@ -68,7 +62,8 @@ grouped AS (
         max(request_id) FILTER (WHERE example_rank = 1)                 AS example_request_id,
         max(parent_excerpt) FILTER (WHERE example_rank = 1)             AS example_parent_excerpt,
         max(excerpt) FILTER (WHERE example_rank = 1)                    AS example_excerpt,
-        max(gap_s)                                                      AS max_gap_s
+        max(gap_s)                                                      AS max_gap_s,
+        max(fix)                                                        AS fix
     FROM breaks
     GROUP BY ALL
 ),
@@ -81,26 +76,7 @@ final AS (
         g.tokens_lost, g.tokens_lost_unknown, g.lost_cost, g.lost_cost_unknown,
         g.lost_cost * 7 / o.observed_days                               AS saving_per_week,
         g.first_seen, g.last_seen,
-        g.example_request_id, g.example_parent_excerpt, g.example_excerpt, g.max_gap_s,
-        CASE
-            WHEN g.cause = 'provider_miss'
-                THEN 'the provider served less than its own rules allow: nothing to fix on your side'
-            WHEN g.cause = 'expired'
-                THEN 'send within the cache lifetime, or ask for the longer retention where the provider offers it'
-            WHEN g.cause = 'model_changed'
-                THEN 'keep one model per conversation: a cache belongs to one model'
-            WHEN g.cause = 'below_minimum'
-                THEN 'the prefix is under the provider''s minimum: nothing is cached until it grows'
-            WHEN g.cause = 'tools_changed' AND g.change_class = 'reordered'
-                THEN 'keep the tool order stable (sort the tools by name)'
-            WHEN g.cause = 'tools_changed'
-                THEN 'keep the tool definitions fixed between turns'
-            WHEN g.cause = 'history_rewritten'
-                THEN 'append to the history instead of editing or dropping earlier messages'
-            WHEN g.change_class IN ('timestamp', 'uuid', 'counter')
-                THEN 'move the ' || g.change_class || ' after the history'
-            ELSE 'keep the system prompt fixed; put what changes after the history'
-        END                                                             AS fix
+        g.example_request_id, g.example_parent_excerpt, g.example_excerpt, g.max_gap_s, g.fix
     FROM grouped AS g
     LEFT JOIN scope_turns AS t USING (scope_kind, scope)
     CROSS JOIN observed AS o

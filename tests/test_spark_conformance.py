@@ -315,3 +315,34 @@ def test_spark_reads_only_live_generations_like_duckdb(
         ).fetchall()
         [(seen,)] = spark.sql(f"SELECT count(*) FROM raw_{table}").collect()
         assert seen == expected > 0, table
+
+
+def test_spark_honours_the_record_length_limit_as_the_local_engine_does(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`--max-record-bytes` on Spark: a longer line is one reject with its length, the lines
+    around it land, and the counts are the local engine's."""
+    import orjson
+
+    from pipeline.engines.spark_ingest import ingest as spark_ingest
+
+    lines = [
+        orjson.dumps({"schema_version": 1, "id": f"r{i}", "pad": "x" * (50 if i != 1 else 5000)})
+        for i in range(3)
+    ]
+    capture = tmp_path / "long.jsonl"
+    capture.write_bytes(b"\n".join(lines) + b"\n")
+    counts = []
+    for name, run in (
+        ("local", lambda wh: local_ingest([capture], wh, workers=1, max_record_bytes=1000)),
+        ("spark", lambda wh: spark_ingest(spark, [capture], wh, max_record_bytes=1000)),
+    ):
+        wh = Warehouse(tmp_path / name)
+        fr = run(wh).files[0]
+        [(reason,)] = duckdb.sql(
+            "SELECT reason FROM read_parquet($f) WHERE source_index = 2",
+            params={"f": [str(p) for p in wh.files("rejects")]},
+        ).fetchall()
+        counts.append((fr.records, fr.rejected, reason.split(":")[0]))
+    assert counts[0] == counts[1]
+    assert counts[1][0] == 3 and counts[1][2] == "record too long"

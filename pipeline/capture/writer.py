@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pipeline.capture_format import dumps_record
 from pipeline.errors import InputError
+from pipeline.redact import mask_secrets
 
 FsyncPolicy = Literal["always", "interval", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "interval", "never")
@@ -104,6 +105,9 @@ class CaptureWriter:
         """Append one complete JSONL line (it must end with a newline)."""
         if not line.endswith(b"\n") or b"\n" in line[:-1]:
             raise ValueError("a capture record is exactly one line ending in a newline")
+        # The last gate before the disk, for every capture tool: a key shape or a credential field
+        # anywhere in the record (a body, an error text, a span attribute) is masked here.
+        line = mask_secrets(line)
         with self._lock:
             try:
                 self._write_locked(line)

@@ -24,8 +24,9 @@ from typing import Any
 
 from pipeline import providers
 from pipeline.dedupe import drop_duplicates
-from pipeline.errors import InputError, PipelineError
+from pipeline.errors import InputError, PipelineError, UsageError
 from pipeline.ingest import (
+    MAX_RECORD_BYTES,
     FileResult,
     IngestResult,
     Options,
@@ -127,6 +128,7 @@ def ingest(
     keep_content: bool = True,
     providers_file: Path | None = None,
     progress: ProgressFn | None = None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> IngestResult:
     """`pipeline.ingest.ingest` on Spark: the same arguments (a session instead of a worker
     count), the same warehouse, the same result."""
@@ -135,7 +137,13 @@ def ingest(
     refuse_streams(paths)  # before the lock, which creates the warehouse, as the local engine
     if providers_file is not None:
         providers.load_user_rules(providers_file)  # fail fast on a bad map, before any work
-    options = Options(keep_content, str(providers_file) if providers_file else None)
+    if max_record_bytes < 1:
+        raise UsageError("--max-record-bytes must be at least 1")
+    options = Options(
+        keep_content,
+        str(providers_file) if providers_file else None,
+        max_record_bytes=max_record_bytes,
+    )
     with warehouse.lock():
         warehouse.remove_orphans()  # parts of an ingest that crashed before its manifest
         result = IngestResult()

@@ -28,7 +28,7 @@ from pipeline.reports.data import (
     view_exists,
 )
 from pipeline.reports.index import render_index
-from pipeline.reports.sections import hygiene, weekly_modules, weekly_views
+from pipeline.reports.sections import findings, hygiene, weekly_modules, weekly_views
 from pipeline.reports.stamp import week_stamp
 from pipeline.reports.weeks import IsoWeek, weeks_between
 from pipeline.warehouse import Warehouse
@@ -145,12 +145,16 @@ def build_week_page(
 def _linked_conversations(
     wh: Warehouse, out_dir: Path, data: WeekData, con: duckdb.DuckDBPyConnection, now: datetime
 ) -> list[Path]:
-    """The pages of the conversations the week's page links to (its top breaks, its hygiene
-    findings' subjects and examples), so that its links open offline."""
+    """The pages of the conversations the week's page links to (its findings' examples, its
+    top breaks, its hygiene findings' subjects and examples), so that its links open offline."""
     from pipeline.reports.conversation import generate_conversation  # it imports this module
 
     top = {str(r["conversation_id"]) for r in data.get("report_top_breaks")}
-    ids = sorted(top | hygiene.linked_conversations(data.get(hygiene.VIEW)))
+    ids = sorted(
+        top
+        | hygiene.linked_conversations(data.get(hygiene.VIEW))
+        | findings.linked_conversations(data.get(findings.VIEW))
+    )
     return [generate_conversation(wh, out_dir, cid, now=now, con=con) for cid in ids]
 
 

@@ -162,8 +162,49 @@ class BadEntry:
 def iter_entries(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
     """(index, parsed entry or BadEntry) for each element of `log.entries`, in order.
 
+    A damaged stretch is one BadEntry: a stray quote inverts which bytes are inside a string,
+    so the bracket scan cuts the entry it hit (and sometimes its neighbours) into several
+    pieces, none of them an entry. Counting each piece as a record made 13 entries read as 14
+    or more; the pieces between two good entries are now one reject with the first piece's
+    reason and bytes.
+
     Raises InputError when the document has no `log.entries` array.
     """
+    index = 0
+    bad: BadEntry | None = None
+    held: Any = None  # the last good entry, until the next piece shows it was not cut short
+    for _, entry in _elements(fh):
+        if isinstance(entry, BadEntry):
+            if bad is None and held is not None and entry.raw and not entry.raw.startswith(b"{"):
+                # a piece that does not open an object is the rest of the entry before it:
+                # a stray `}` closed that one early, and what parsed was only its start
+                bad = BadEntry(orjson.dumps(held) + b"," + entry.raw, entry.reason)
+                held = None
+            else:
+                bad = bad or entry
+            continue
+        if bad is not None and not _looks_like_entry(entry):
+            continue  # an inner object (a request, a response) cut out of the damaged stretch
+        if held is not None:
+            yield index, held
+            index += 1
+        if bad is not None:
+            yield index, bad
+            index, bad = index + 1, None
+        held = entry
+    if held is not None:
+        yield index, held
+        index += 1
+    if bad is not None:
+        yield index, bad
+
+
+def _looks_like_entry(value: Any) -> bool:
+    return isinstance(value, dict) and ("request" in value or "startedDateTime" in value)
+
+
+def _elements(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
+    """What the scan finds, a damaged entry possibly in several pieces (`iter_entries`)."""
     blocks = _Blocks(fh)
     pos = _find_entries(blocks)
     if pos is None:

@@ -11,6 +11,7 @@ import importlib
 from types import ModuleType
 
 WEEKLY = (
+    "findings",
     "headline",
     "hit_ratio",
     "cost_split",
