@@ -397,3 +397,30 @@ def test_a_worker_writes_and_forgets_finished_cassettes_once_together_they_pass_
     assert parts == [0, 0, 3, 3, 3]
     worker.finish()
     assert len(list((tmp_path / "wh").rglob("requests/**/*.parquet"))) == 5
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "interactions:\n- request: {}\n",
+        "---\n# recorded by hand\n\nversion: 1\ninteractions: []\n",
+        "version: 1\r\ninteractions:\r\n- request: {}\r\n",
+        '{\n    "version": 1,\n    "interactions": []\n}\n',
+        '{"interactions": [], "version": 1}',
+    ],
+)
+def test_a_cassette_is_recognised_by_its_interactions_key_however_it_starts(
+    tmp_path: Path, head: str
+) -> None:
+    path = tmp_path / "any.name"
+    path.write_text(head)
+    assert detect_format(path) == "vcr_cassette"
+
+
+def test_yaml_that_is_not_a_cassette_is_not_taken_for_one(tmp_path: Path) -> None:
+    from pipeline.errors import InputError
+
+    path = tmp_path / "config.yaml"
+    path.write_text("name: ci\ninteractions:\n- request: {}\n")  # not a top-level first key
+    with pytest.raises(InputError, match="not a capture JSONL, HAR, OTLP/JSON file or VCR"):
+        detect_format(path)

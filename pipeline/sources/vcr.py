@@ -38,8 +38,10 @@ from pipeline.sources import open_binary
 # A YAML cassette: `interactions:` as a top-level key (vcrpy sorts keys, so it comes first; a
 # `version:` or a document start may precede it). A JSON one: `interactions` as the first or
 # second key (vcrpy's JSON serializer writes `version` first) of the top-level object.
-_YAML_CASSETTE = re.compile(rb"\A(?:%YAML[^\n]*\n|---[ \t]*\n|#[^\n]*\n|version:[^\n]*\n)*"
-                            rb"interactions:[ \t]*(?:\r?\n|\[)")  # fmt: skip
+_YAML_CASSETTE = re.compile(
+    rb"\A(?:%YAML[^\n]*\n|---[ \t]*\r?\n|#[^\n]*\n|version:[^\n]*\n|[ \t]*\r?\n)*"
+    rb"interactions:[ \t]*(?:\r?\n|\[)"
+)
 _JSON_CASSETTE = re.compile(rb'\A\{\s*(?:"version"\s*:\s*\d+\s*,\s*)?"interactions"\s*:\s*\[')
 
 
