@@ -18,7 +18,7 @@ def test_diagnose_shows_the_timestamp_change_of_a_request_in_its_timeline(
     built = run_cli("build", "-w", str(wh))
     assert built.returncode == 0, built.stderr
     assert (wh / "derived" / "cache_breaks.parquet").is_file()
-    out = run_cli("diagnose", "-w", str(wh), "-r", "sys-2")
+    out = run_cli("diagnose", "-w", str(wh), "-r", "sys-2", "--all")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("conversation s1 agent=golden")
@@ -115,3 +115,92 @@ def test_diagnose_on_a_read_only_warehouse_computes_the_views_in_memory_and_says
     turns = diagnose.timeline(wh, requests=["sys-2"])
     assert any(t.request_id == "sys-2" and t.cause == "system_changed" for t in turns)
     assert "computing them in memory" in capsys.readouterr().err
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "diagnose" / "grouped.txt"
+
+
+def test_diagnose_groups_runs_of_identical_breaks_as_its_golden_file(
+    tmp_path: Path, cli: Any
+) -> None:
+    """One line per run of identical breaks (cause, kind of segment, kind of change), with
+    the turns, tokens and money it lost, the fix and both sides of the change; regenerate
+    with UPDATE_GOLDEN=1 after an intended change and read the diff."""
+    import os
+
+    wh = tmp_path / "wh"
+    files = sorted(str(p) for p in BREAKS.glob("*.jsonl"))
+    assert cli("ingest", *files, "-w", str(wh)).returncode == 0
+    out = cli("diagnose", "-w", str(wh), "--worst", "30")
+    assert out.returncode == 0, out.stderr
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(out.stdout, encoding="utf-8")
+    assert out.stdout == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_diagnose_groups_forty_timestamp_breaks_into_one_line_and_all_lists_each(
+    tmp_path: Path, cli: Any
+) -> None:
+    wh, capture = tmp_path / "wh", tmp_path / "demo.jsonl"
+    assert cli("demo", "--sessions", "8", "--out", str(capture)).returncode == 0
+    assert cli("ingest", str(capture), "-w", str(wh)).returncode == 0
+    grouped = cli("diagnose", "-w", str(wh), "--worst", "1").stdout.splitlines()
+    everything = cli("diagnose", "-w", str(wh), "--worst", "1", "--all").stdout.splitlines()
+    run = next(x for x in grouped if "system_changed system [timestamp]" in x)
+    first, last = (int(n) for n in run.split(":")[0].split()[1].split("–"))
+    times = int(run.split(" times")[0].rsplit(" ", 1)[1])
+    # every turn of the run is its own line under --all, with the same cause
+    listed = [x for x in everything[2:] if "system_changed system [timestamp]" in x]
+    assert times == len(listed) == last - first + 1 >= 10
+    assert len(grouped) < len(everything) / 5
+    assert any(
+        x.strip().startswith("fix:    move the timestamp after the history") for x in grouped
+    )
+    # the run's money is the sum of its breaks' money (break_costs), to the 4 decimals shown
+    money = float(run.rsplit(", ", 1)[1].split()[0])
+    conversation = grouped[0].split()[1]
+    hand = cli(
+        "sql",
+        "select round(sum(lost_cost), 4) from break_costs where conversation_id = "
+        f"'{conversation}' and cause = 'system_changed'",
+        "--format",
+        "csv",
+        "-w",
+        str(wh),
+    )
+    assert float(hand.stdout.splitlines()[1]) == money
+
+
+def test_diagnose_takes_a_unique_start_of_a_request_id_and_refuses_an_ambiguous_one(
+    tmp_path: Path, cli: Any
+) -> None:
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(BREAKS / "system_changed.jsonl"), "-w", str(wh)).returncode == 0
+    full = cli("diagnose", "-w", str(wh), "-r", "sys-2")
+    short = cli("diagnose", "-w", str(wh), "-r", "sys-")
+    assert short.returncode == 2 and "ambiguous" in short.stderr and "sys-1" in short.stderr
+    assert full.returncode == 0, full.stderr
+    ids = cli("sql", "select request_id from requests", "--format", "csv", "-w", str(wh))
+    unique = next(i for i in ids.stdout.splitlines()[1:] if i.startswith("sys-2"))
+    prefix = cli("diagnose", "-w", str(wh), "-r", unique[:-1] if len(unique) > 5 else unique)
+    assert prefix.returncode == 0 and prefix.stdout == full.stdout
+
+
+def test_an_expired_break_shows_its_idle_gap_and_the_lifetime_it_exceeded(
+    tmp_path: Path, cli: Any
+) -> None:
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(BREAKS / "expired.jsonl"), "-w", str(wh)).returncode == 0
+    gap = cli(
+        "sql",
+        "select request_id, idle_s, lifetime_s from cache_breaks where cause = 'expired'",
+        "--format",
+        "csv",
+        "-w",
+        str(wh),
+    )
+    rid, idle, lifetime = gap.stdout.splitlines()[1].split(",")
+    assert float(idle) > float(lifetime) > 0
+    out = cli("diagnose", "-w", str(wh), "-r", rid)
+    line = next(x for x in out.stdout.splitlines() if ": expired" in x)
+    assert f"idle (lifetime {round(float(lifetime) / 60)} min)" in line

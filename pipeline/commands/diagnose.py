@@ -25,20 +25,32 @@ def diagnose(
         int,
         typer.Option(help="Without -c/-r: the N conversations that lost most tokens.", min=1),
     ] = 3,
+    all_turns: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Every turn on its own line (input, read, expected read, loss) instead of"
+            " one line per run of identical breaks.",
+        ),
+    ] = False,
     breaks_only: Annotated[
-        bool, typer.Option("--breaks-only", help="Print only the turns with a cache break.")
+        bool, typer.Option("--breaks-only", help="With --all: only the turns with a break.")
     ] = False,
     rules: RulesOpt = None,
 ) -> None:
-    """Why did the cache miss? A turn-by-turn timeline: input tokens, reported cache read,
-    the read the provider's rules allow (expected), the cause of each break and the change.
+    """Why did the cache miss? Per conversation, each run of identical cache breaks on one
+    line: the turns it hit, the cause and where the prompt changed, the tokens and money it
+    lost, both sides of the change and the fix. --all lists every turn instead.
+
+    -r takes a request id or a unique start of one.
 
     Examples:
 
     $ cacheaudit diagnose --worst 5
     $ cacheaudit diagnose -r demo-001-007
+    $ cacheaudit diagnose -c demo-001 --all --breaks-only
     """
-    from pipeline.diagnose import render, timeline
+    from pipeline.diagnose import render, render_grouped, timeline
     from pipeline.warehouse import Warehouse
 
     turns = timeline(
@@ -51,7 +63,9 @@ def diagnose(
     if not turns:
         err("no cache breaks found")
         return
-    typer.echo(render(turns, only_breaks=breaks_only))
+    if breaks_only and not all_turns:
+        err("--breaks-only applies to --all (the grouped view shows only breaks)")
+    typer.echo(render(turns, only_breaks=breaks_only) if all_turns else render_grouped(turns))
     err("tokens are estimates where a prefix is measured (bytes-proportional); see cache_breaks")
 
 
