@@ -424,3 +424,46 @@ def test_yaml_that_is_not_a_cassette_is_not_taken_for_one(tmp_path: Path) -> Non
     path.write_text("name: ci\ninteractions:\n- request: {}\n")  # not a top-level first key
     with pytest.raises(InputError, match="not a capture JSONL, HAR, OTLP/JSON file or VCR"):
         detect_format(path)
+
+
+def _three_calls() -> dict[str, Any]:
+    interactions = [yaml.safe_load(_one_call_cassette(n))["interactions"][0] for n in (1, 2, 3)]
+    return {"interactions": interactions, "version": 1}
+
+
+def test_a_damaged_interaction_is_one_reject_and_the_ones_around_it_land(
+    tmp_path: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    text = yaml.safe_dump(_three_calls())
+    items = text.split("\n- ")
+    assert len(items) == 4  # `interactions:`, then each item at column 0 (`- request:`)
+    items[2] = "request: {uri: [unclosed\n  response: x"  # the second interaction, torn
+    path = tmp_path / "torn.yaml"
+    path.write_text("\n- ".join(items))
+    wh = tmp_path / "wh"
+    out = cli("ingest", str(path), "-w", str(wh))
+    assert out.returncode == 0, out.stderr
+    assert "3 records = 2 accepted + 1 rejected" in out.stderr
+    assert [(r["source_index"], r["input_tokens"]) for r in _rows(wh)] == [(0, 11), (2, 13)]
+    got = cli("sql", "-w", str(wh), "--format", "json", "select source_index, reason from rejects")
+    [reject] = json.loads(got.stdout)
+    assert reject["source_index"] == 1
+    assert reject["reason"].startswith("cassette interaction is not valid YAML")
+
+
+def test_a_cassette_whose_interactions_share_an_anchor_is_read_whole_and_alike(
+    tmp_path: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    data = _three_calls()
+    shared = data["interactions"][0]["response"]["headers"]
+    for interaction in data["interactions"]:
+        interaction["response"]["headers"] = shared  # one object: PyYAML writes an alias
+    text = yaml.dump(data, Dumper=yaml.SafeDumper)
+    assert "&id001" in text and "*id001" in text
+    path = tmp_path / "aliased.yaml"
+    path.write_text(text)
+    out = cli("ingest", str(path), "-w", str(tmp_path / "wh"))
+    assert out.returncode == 0, out.stderr
+    rows = _rows(tmp_path / "wh")
+    assert [r["input_tokens"] for r in rows] == [11, 12, 13]
+    assert {r["started_at"] for r in rows} == {datetime(2026, 12, 1, 10, tzinfo=UTC)}

@@ -13,8 +13,10 @@ records no timing: the times an exchange took are unknown (NULL, never 0), and i
 response's `Date` header (the second the server stamped it) where recorded, else unknown. The
 interaction's position in the cassette (0-based) is its record index and keeps the order.
 
-A cassette is one document, so it is parsed whole: memory is about the largest cassette (a
-directory of them is read one file at a time per worker), never the directory.
+A YAML cassette laid out as vcrpy writes it (each interaction a `- ` item at column 0, no
+anchors) is parsed one interaction at a time: memory is one interaction, and an interaction that
+is not valid YAML is a reject of its own. Any other layout, and JSON, is parsed whole: memory is
+then about the cassette. A directory is read one file at a time per worker.
 """
 
 from __future__ import annotations
@@ -200,7 +202,92 @@ def _excerpt(interaction: Any) -> str:
     return redact_excerpt(raw[:400])
 
 
+# A YAML anchor (`key: &id001`, `- &id001`): an alias to it may sit in another interaction, so
+# a cassette with one is parsed whole. PyYAML writes them only for an object dumped twice.
+_ANCHOR = re.compile(rb"(?::|-)[ \t]+&[^\s\[\]{},]+")
+_SCAN_BLOCK = 1024 * 1024
+
+
+def _block_layout(path: Path) -> bool:
+    """Whether the cassette is YAML as vcrpy writes it, so its interactions can be parsed one
+    at a time: `interactions:` at column 0 followed by its items at column 0 (`- request:`),
+    and no anchor anywhere. Anything else (JSON, an indented list, anchors) is parsed whole."""
+    with open_binary(path) as fh:
+        seen_key = False
+        for line in fh:
+            if not seen_key:
+                if line.startswith(b"{"):
+                    return False  # JSON
+                seen_key = line.startswith(b"interactions:")
+                if seen_key and line[len(b"interactions:") :].strip():
+                    return False  # `interactions: []` or a flow list: small, parse whole
+                continue
+            if not line.strip() or line.startswith(b"#"):
+                continue
+            if not line.startswith(b"- "):
+                return False
+            break
+        else:
+            return False
+    with open_binary(path) as fh:
+        tail = b""
+        while block := fh.read(_SCAN_BLOCK):
+            if _ANCHOR.search(tail + block):
+                return False
+            tail = block[-256:]
+    return True
+
+
+def _items(path: Path) -> Iterator[bytes]:
+    """The text of each top-level item of `interactions` (see `_block_layout`): an item runs
+    from its `- ` at column 0 to the next one, or to the next key at column 0 (`version: 1`)."""
+    with open_binary(path) as fh:
+        for line in fh:
+            if line.startswith(b"interactions:"):
+                break
+        item: list[bytes] = []
+        for line in fh:
+            if line.startswith(b"- "):
+                if item:
+                    yield b"".join(item)
+                item = [line]
+            elif line[:1] in (b" ", b"\t", b"\r", b"\n", b"#", b""):
+                if item:
+                    item.append(line)
+            else:
+                break  # the next top-level key, or a document marker
+        if item:
+            yield b"".join(item)
+
+
+def _read(interaction: Any, source: str, index: int) -> Exchange | Reject:
+    try:
+        return interaction_to_exchange(interaction, source, index)
+    except (RecordError, TypeError, ValueError, AttributeError) as exc:
+        reason = f"cassette interaction not readable: {exc}"
+        return Reject(source, index, reason, _excerpt(interaction))
+
+
+def _iter_items(path: Path) -> Iterator[Exchange | Reject]:
+    """A block-layout YAML cassette one interaction at a time: memory is one interaction,
+    and an interaction that is not valid YAML is a reject of its own."""
+    from pipeline.sources.capture import redact_excerpt
+
+    source = str(path)
+    for index, text in enumerate(_items(path)):
+        try:
+            parsed = yaml.load(text, Loader=_CassetteLoader)  # noqa: S506 - a safe loader
+        except yaml.YAMLError as exc:
+            reason = "cassette interaction is not valid YAML: " + " ".join(str(exc).split())
+            yield Reject(source, index, reason[:400], redact_excerpt(text))
+            continue
+        yield _read(parsed[0] if isinstance(parsed, list) and parsed else None, source, index)
+
+
 def iter_vcr(path: Path) -> Iterator[Exchange | Reject]:
+    if _block_layout(path):
+        yield from _iter_items(path)
+        return
     source = str(path)
     with open_binary(path) as fh:
         raw = fh.read()
@@ -215,10 +302,5 @@ def iter_vcr(path: Path) -> Iterator[Exchange | Reject]:
         return
     del raw, data
     for index, interaction in enumerate(interactions):
-        try:
-            yield interaction_to_exchange(interaction, source, index)
-        except (RecordError, TypeError, ValueError, AttributeError) as exc:
-            yield Reject(
-                source, index, f"cassette interaction not readable: {exc}", _excerpt(interaction)
-            )
+        yield _read(interaction, source, index)
         interactions[index] = None  # its bytes are not needed again
