@@ -467,3 +467,42 @@ def test_a_cassette_whose_interactions_share_an_anchor_is_read_whole_and_alike(
     rows = _rows(tmp_path / "wh")
     assert [r["input_tokens"] for r in rows] == [11, 12, 13]
     assert {r["started_at"] for r in rows} == {datetime(2026, 12, 1, 10, tzinfo=UTC)}
+
+
+def test_a_timestamp_in_the_system_prompt_of_a_recorded_test_fails_the_ci_gate(
+    tmp_path: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    """The use the cassettes are for: a test suite's recorded agent run, no production access,
+    and `cacheaudit check` failing the build on the change that broke the cached prefix."""
+
+    def two_turns(notes: list[dict[str, Any]]) -> None:
+        with _serve("openai") as base:
+            client = openai.OpenAI(base_url=base + "/v1", api_key=OPENAI_KEY, max_retries=0)
+            history: list[Any] = [{"role": "user", "content": "Say hello"}]
+            for now in ("10:00:01", "10:00:02"):
+                system = {"role": "system", "content": f"Time: {now}. {LONG}"}
+                r = client.chat.completions.create(model="gpt-4o", messages=[system, *history])
+                assert r.usage is not None
+                notes.append(r.usage.model_dump())
+                reply = r.choices[0].message.content
+                history += [
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": "more"},
+                ]
+
+    cassette = tmp_path / "cassettes" / "test_agent_turns.yaml"
+    notes, _, _ = _record(cassette, two_turns)
+    # The simulator's cache: the second turn's prompt starts with another time, so reads nothing
+    assert [n["prompt_tokens_details"]["cached_tokens"] for n in notes] == [0, 0]
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(cassette.parent), "-w", str(wh)).returncode == 0
+    found = cli("findings", "-w", str(wh), "--format", "json")
+    [finding] = json.loads(found.stdout)
+    assert (finding["cause"], finding["change_class"]) == ("system_changed", "timestamp")
+    assert finding["fix"] == "move the timestamp after the history"
+    # what turn 2 could have read from turn 1's entry: past the 1024-token minimum, within
+    # turn 1's whole prompt
+    assert 1024 <= finding["tokens_lost"] <= notes[0]["prompt_tokens"]
+    gate = cli("check", "-w", str(wh), "--max-lost-share", "0.05")
+    assert gate.returncode == 7, gate.stderr
+    assert "system_changed timestamp" in gate.stdout
