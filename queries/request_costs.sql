@@ -93,14 +93,49 @@ resolved AS (
     LEFT JOIN alias_match AS m USING (req_key)
 ),
 
+-- which rows name each distinct model: the GLOB runs once per model name, not per request
+-- (the price library brings thousands of rows, hundreds of them patterns)
+naming AS (
+    SELECT m.lookup_provider, m.price_model, p.row_id
+    FROM (SELECT DISTINCT lookup_provider, price_model FROM resolved) AS m
+    JOIN price_rows_source AS p
+        ON p.provider = m.lookup_provider
+        AND m.price_model GLOB p.model
+),
+
+-- Names our researched rows or the user's know at any time (a price row's pattern, an alias):
+-- the price library (layer_rank 2) is not asked for them, so a name whose history we keep is
+-- priced by that history only, and one it retired stays unpriced after its end instead of
+-- taking the library's undated price.
+known_above AS (
+    SELECT DISTINCT m.lookup_provider, m.lookup_model
+    FROM (SELECT DISTINCT lookup_provider, lookup_model, price_model FROM resolved) AS m
+    JOIN price_rows_source AS p
+        ON p.provider = m.lookup_provider
+        AND p.layer_rank < 2
+        AND (m.price_model GLOB p.model OR m.lookup_model GLOB p.model)
+    UNION
+    SELECT DISTINCT m.lookup_provider, m.lookup_model
+    FROM (SELECT DISTINCT lookup_provider, lookup_model FROM resolved) AS m
+    JOIN model_aliases_source AS a
+        ON a.provider = m.lookup_provider
+        AND a.layer_rank < 2
+        AND m.lookup_model GLOB a.alias
+),
+
 in_force AS (
     SELECT r.req_key, p.*
     FROM resolved AS r
-    JOIN price_rows_source AS p
-        ON p.provider = r.lookup_provider
-        AND r.price_model GLOB p.model
-        AND (p.effective_from IS NULL OR r.started_at >= p.effective_from)
+    JOIN naming AS m
+        ON m.lookup_provider = r.lookup_provider
+        AND m.price_model = r.price_model
+    JOIN price_rows_source AS p USING (row_id)
+    LEFT JOIN known_above AS k
+        ON k.lookup_provider = r.lookup_provider
+        AND k.lookup_model = r.lookup_model
+    WHERE (p.effective_from IS NULL OR r.started_at >= p.effective_from)
         AND (p.effective_to IS NULL OR r.started_at < p.effective_to)
+        AND (p.layer_rank < 2 OR k.lookup_model IS NULL)
 ),
 
 -- Conditions: time-of-day window, weekday, whole-prompt size. The best row wins: user before

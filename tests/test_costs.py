@@ -389,7 +389,7 @@ def test_prices_show_and_request_costs_pick_the_same_row_between_equal_rank_patt
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     # (the table cuts long row ids: the row is told by its model pattern and miss price)
-    marked = [line.split()[3:8:4] for line in shown.stdout.splitlines() if line.startswith("*")]
+    marked = [line.split()[4:9:4] for line in shown.stdout.splitlines() if line.startswith("*")]
     row = tiny.request(
         "r", utc("2025-03-03T08:00:00Z"), "openai", "mymodel",
         input_tokens=1_000_000, cache_read_tokens=0, output_tokens=0,

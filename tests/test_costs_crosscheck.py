@@ -200,6 +200,26 @@ CASES = [
     ),
 ]
 
+# Models only the price library (genai-prices, the lowest layer) prices: ours must give its
+# total, through our own SQL (tiers, time windows and dates converted to our rows).
+LIBRARY_CASES = [
+    ("gemini20flash", "google", "gemini-2.0-flash", "2026-03-01T12:00Z", 40_000, 30_000,
+     None, None, 1_000),
+    ("gemini15flash_long", "google", "gemini-1.5-flash", "2025-06-01T12:00Z", 200_000, 50_000,
+     None, None, 2_000),
+    ("o3mini", "openai", "o3-mini", "2025-06-01T12:00Z", 20_000, 10_000, None, None, 3_000),
+    ("gpt4", "openai", "gpt-4", "2024-03-01T12:00Z", 5_000, 0, None, None, 500),
+    ("gpt35_0125", "openai", "gpt-3.5-turbo-0125", "2024-06-01T12:00Z", 5_000, 0, None, None,
+     500),
+    ("opus46", "anthropic", "claude-opus-4-6", "2026-04-01T12:00Z", 30_000, 20_000, 5_000, 0,
+     800),
+    ("bedrock_sonnet4", "bedrock", "us.anthropic.claude-sonnet-4-20250514-v1:0",
+     "2025-09-01T12:00Z", 30_000, 20_000, 5_000, 0, 800),
+]  # fmt: skip
+CASES += LIBRARY_CASES
+# our provider names where genai-prices has another id
+THEIR_PROVIDER = {"bedrock": "aws"}
+
 # id -> (genai-prices total it was checked against, why the two differ by more than 0.1%)
 EXPLAINED: dict[str, tuple[float, str]] = {
     # Ours: o3 launch row 10 / 2.50 / 40 (source: LiteLLM's price table, commit 30c32a6).
@@ -240,7 +260,12 @@ def ours(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float | None]:
     ]  # fmt: skip
     wh = tiny.write(tmp_path_factory.mktemp("crosscheck") / "warehouse", rows)
     con = sqlmod.connect(wh)
-    return dict(con.sql("SELECT request_id, cost_total FROM request_costs").fetchall())
+    rows = con.sql("SELECT request_id, cost_total, price_layer FROM request_costs").fetchall()
+    LAYERS.update({rid: layer for rid, _, layer in rows})
+    return {rid: cost for rid, cost, _ in rows}
+
+
+LAYERS: dict[str, str | None] = {}
 
 
 def theirs(provider: str, model: str, ts: str, inp: int, read: int, write: Any,
@@ -253,7 +278,7 @@ def theirs(provider: str, model: str, ts: str, inp: int, read: int, write: Any,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = genai_prices.calc_price(
-            genai_prices.Usage(**usage), model, provider_id=provider,
+            genai_prices.Usage(**usage), model, provider_id=THEIR_PROVIDER.get(provider, provider),
             genai_request_timestamp=utc(ts),
         )  # fmt: skip
     return float(result.total_price)
@@ -273,3 +298,11 @@ def test_totals_agree_with_genai_prices_within_a_tenth_of_a_percent_or_are_expla
         assert abs(mine - other) > 0.001 * other
     else:
         assert mine == pytest.approx(other, rel=0.001)
+
+
+def test_the_price_library_prices_only_what_our_layers_do_not_know(
+    ours: dict[str, float | None],
+) -> None:
+    library = {c[0] for c in LIBRARY_CASES}
+    assert {cid for cid, layer in LAYERS.items() if layer == "library"} == library
+    assert all(LAYERS[c[0]] == "shipped" for c in CASES if c[0] not in library)

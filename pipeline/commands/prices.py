@@ -22,6 +22,7 @@ PricesOpt = Annotated[
 
 _LIST_COLUMNS = (
     "row_id",
+    "layer",
     "provider",
     "model",
     "effective_from",
@@ -58,6 +59,7 @@ def _row_cells(row: Any) -> tuple[Any, ...]:
 
     return (
         row.place.row_id,
+        row.place.layer,
         row.provider,
         row.model,
         ts(row.effective_from),
@@ -82,12 +84,23 @@ def register(app: typer.Typer) -> None:
         model: Annotated[
             str | None, typer.Option(help="Only rows whose model contains this text.")
         ] = None,
+        layer: Annotated[
+            str | None,
+            typer.Option(
+                help="Only this layer: user (your --prices files), shipped (our researched"
+                " tables) or library (from the installed genai-prices)."
+            ),
+        ] = None,
         fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     ) -> None:
-        """Every price row (shipped, then yours), with the interval and condition it covers.
+        """Every price row of the three layers, with the interval and condition it covers.
 
-        Prices are per million tokens; an empty cell is a price nobody established.
+        A request is priced by the user's rows first, then our researched (shipped) rows, then
+        the genai-prices library's rows for models neither of the others names. Prices are per
+        million tokens; an empty cell is a price nobody established.
         """
+        if layer is not None and layer not in ("user", "shipped", "library"):
+            raise UsageError(f"--layer {layer}: use user, shipped or library")
         from pipeline import output
         from pipeline.prices import tables as price_tables
 
@@ -97,13 +110,16 @@ def register(app: typer.Typer) -> None:
             for r in loaded.prices
             if (provider is None or r.provider == provider.lower())
             and (model is None or model.lower() in r.model)
+            and (layer is None or r.place.layer == layer)
         ]
         if not rows:
             # An empty table alone reads as "free" or "broken": say what exists instead.
-            providers = sorted({r.provider for r in loaded.prices})
+            ours = sorted({r.provider for r in loaded.prices if r.place.layer != "library"})
+            more = {r.provider for r in loaded.prices if r.place.layer == "library"} - set(ours)
             err(
                 f"no price rows match (provider={provider}, model={model}); providers with rows:"
-                f" {', '.join(providers)}. Add yours with --prices FILE.csv"
+                f" {', '.join(ours)}, and {len(more)} more from genai-prices (prices list"
+                " --layer library). Add yours with --prices FILE.csv"
             )
         if fmt == "table":
             output.write_table(list(_LIST_COLUMNS), rows, _stdout())

@@ -169,7 +169,14 @@ def shipped_files() -> list[Path]:
 
 
 def load(user_paths: Sequence[Path] = ()) -> PriceTables:
+    """The three layers: the price library's rows, our shipped tables, the user's files."""
+    from pipeline.prices import library
+
     tables = PriceTables()
+    built = library.rows()
+    if built:
+        tables.files.append(built[0].place.file)
+        tables.prices.extend(built)
     for path in shipped_files():
         _read_file(tables, path, path.name, "shipped")
     for path in expand(user_paths):

@@ -7,12 +7,13 @@ The SQL view `request_costs` applies the same rules per request; tests check the
    alias's layer or a preferred one: that row's name is priced as itself. So a user row for
    claude-sonnet-4-5-20250929 wins over the shipped alias to claude-sonnet-4-5, and a user alias
    still wins over a shipped row;
-3. price rows of that provider whose model pattern matches and whose interval holds the instant.
-Ranking among matching rows: user before shipped, preferred currency, more condition clauses,
-exact name before pattern, later effective_from, then load order (file order, then line number;
-`prices check` refuses equal-rank rows that can both apply, so this last step decides only
-between different model patterns). Aliases and gateway prefixes end on load order too. The SQL
-side reads the same order from the `load_order` column.
+3. price rows of that provider whose model pattern matches and whose interval holds the instant;
+   the price library's rows only for a name no other layer knows at any time (`known_above`).
+Ranking among matching rows: user before shipped before the price library, preferred currency,
+more condition clauses, exact name before pattern, later effective_from, then load order (file
+order, then line number; `prices check` refuses equal-rank rows that can both apply, so this
+last step decides only between different model patterns). Aliases and gateway prefixes end on
+load order too. The SQL side reads the same order from the `load_order` column.
 """
 
 from __future__ import annotations
@@ -91,13 +92,38 @@ def rank_key(row: PriceRow) -> tuple[int, int, int, bool, float]:
     )
 
 
+LIBRARY_RANK = 2  # the price library's layer (pipeline/prices/library.py)
+
+
+def known_above(tables: PriceTables, res: Resolution) -> bool:
+    """Whether our researched rows or the user's name the model at any time (a price row's
+    pattern, an alias): then the price library is not asked for it, as request_costs."""
+    names = (res.model, res.requested)
+    return any(
+        r.provider == res.provider
+        and r.place.layer_rank < LIBRARY_RANK
+        and any(fnmatchcase(n, r.model) for n in names)
+        for r in tables.prices
+    ) or any(
+        a.provider == res.provider
+        and a.place.layer_rank < LIBRARY_RANK
+        and fnmatchcase(res.requested, a.alias)
+        for a in tables.aliases
+    )
+
+
 def rows_in_force(tables: PriceTables, res: Resolution, at: datetime) -> list[PriceRow]:
     """Every row for the model in force at `at` (all currencies and conditions), best first;
-    rows of equal rank in load order (file order, then line number), as request_costs."""
+    rows of equal rank in load order (file order, then line number), as request_costs. The
+    price library's rows only for a model no other layer names."""
+    library = not known_above(tables, res)
     rows = [
         (rank_key(r), order, r)
         for order, r in enumerate(tables.prices)
-        if r.provider == res.provider and fnmatchcase(res.model, r.model) and r.in_force(at)
+        if r.provider == res.provider
+        and fnmatchcase(res.model, r.model)
+        and r.in_force(at)
+        and (library or r.place.layer_rank < LIBRARY_RANK)
     ]
     return [r for _, _, r in sorted(rows, key=lambda item: item[:2])]
 

@@ -170,7 +170,7 @@ class Place:
 
     file: str
     line: int
-    layer: str  # shipped or user
+    layer: str  # user, shipped (our researched rows) or library (genai-prices)
 
     @property
     def row_id(self) -> str:
@@ -178,7 +178,8 @@ class Place:
 
     @property
     def layer_rank(self) -> int:
-        return 0 if self.layer == "user" else 1
+        """0 wins: the user's rows, then ours, then the price library's."""
+        return {"user": 0, "shipped": 1}.get(self.layer, 2)
 
 
 @dataclass(frozen=True, slots=True)
