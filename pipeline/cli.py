@@ -118,7 +118,8 @@ def ingest(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Capture JSONL (.jsonl/.gz/.zst), HAR or OTLP/JSON files, or directories."
+            help="Capture JSONL (.jsonl/.gz/.zst), HAR, OTLP/JSON, VCR cassette or mitmproxy"
+            " flow files, or directories."
         ),
     ],
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
@@ -154,12 +155,14 @@ def ingest(
 ) -> None:
     """Normalise captured exchanges into the warehouse.
 
-    Format is detected from content. Re-ingesting an unchanged file is a no-op, and an
-    exchange already in the warehouse (same request id: a compressed or renamed copy, an
-    overlapping export) is skipped. Unreadable records, and files of the batch that are not
-    traffic, go to the `rejects` table with the reason; everything else still lands. A
-    directory is walked for capture-like names (.jsonl .ndjson .json .har .gz .zst). Prints
-    records read = accepted + rejected + skipped (skipped: not LLM API calls, or duplicates).
+    Format is detected from content: capture JSONL, HAR, OTLP/JSON, VCR cassettes (YAML or
+    JSON), mitmproxy flow files (mitmdump -w; read with mitmproxy's reader). Re-ingesting an
+    unchanged file is a no-op, and an exchange already in the warehouse (same request id: a
+    compressed or renamed copy, an overlapping export) is skipped. Unreadable records, and
+    files of the batch that are not traffic, go to the `rejects` table with the reason;
+    everything else still lands. A directory is walked for capture-like names (.jsonl
+    .ndjson .json .har .yaml .yml .gz .zst). Prints records read = accepted + rejected +
+    skipped (skipped: not LLM API calls, or duplicates).
     """
     from pipeline.ingest import ingest as run_ingest
     from pipeline.warehouse import Warehouse

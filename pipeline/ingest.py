@@ -492,8 +492,9 @@ class _Buffers:
         self._reset()
 
     def _reset(self) -> None:
-        self.requests: dict[date, list[tuple[Any, ...]]] = {}
-        self.segments: dict[date, _DaySegments] = {}
+        # None: the rows whose start is unknown (a cassette without a Date header)
+        self.requests: dict[date | None, list[tuple[Any, ...]]] = {}
+        self.segments: dict[date | None, _DaySegments] = {}
         self.content: dict[str, list[Any]] = {"segment_hash": [], "bytes": [], "content": []}
         self.rejects: dict[str, list[Any]] = {n: [] for n in self.rejects_names}
         self.request_count = self.segment_count = self.content_bytes = 0
@@ -503,7 +504,8 @@ class _Buffers:
 
     def add(self, norm: Normalised) -> None:
         row = norm.row
-        day = row["started_at"].date()
+        started = row["started_at"]
+        day = started.date() if started is not None else None
         requests = self.requests.get(day)
         if requests is None:
             requests = self.requests[day] = []
@@ -575,6 +577,8 @@ class Worker:
             else None
         )
         self.buffers: dict[str, _Buffers] = {}
+        # Sources read whole in one task (a cassette, a small file): no more rows will come.
+        self.finished: set[str] = set()
         # Which --providers entries matched the host of some record (a warning names the rest).
         self.matched_rules: set[int] = set()
         self._rule_of_host: dict[str, int | None] = {}
@@ -636,7 +640,31 @@ class Worker:
                 buffers.occurrences[base] = buffers.occurrences.get(base, 0) + 1
             buffers.add(norm)
             accepted += 1
+        whole = task.items is None and task.lines is None and task.spill is None
+        if whole and task.start is None:
+            self.finished.add(key)
+        self._bound()
         return records, accepted, rejected, skipped
+
+    def _bound(self) -> None:
+        """Keep what all sources buffer together within one source's budget: a directory of
+        many small files (test-suite cassettes) would otherwise hold every file's rows until
+        `finish`, each below the flush threshold on its own. Over the budget, every buffer is
+        written, and those of sources read to the end are dropped (their remembered content
+        hashes too)."""
+        if len(self.buffers) < 2:
+            return
+        values = self.buffers.values()
+        if (
+            sum(b.segment_count for b in values) < self.options.flush_segments
+            and sum(b.request_count for b in values) < FLUSH_REQUESTS
+            and sum(b.content_bytes for b in values) < FLUSH_CONTENT_BYTES
+        ):
+            return
+        for key, buffers in list(self.buffers.items()):
+            buffers.flush()
+            if key in self.finished:
+                del self.buffers[key]
 
     def _note_rule(self, url: str) -> None:
         netloc = urlsplit(url).netloc.rpartition("@")[2]
@@ -665,7 +693,8 @@ def fallback_base(item: Exchange) -> str:
     recognised as the same; a cut stream names its completion in its first event. An export
     saved without content names none: `dedupe` matches it to any copy of the same request."""
     h = xxhash.xxh3_64()
-    h.update(f"{item.started_at.isoformat()} {item.method} {item.url}\n".encode())
+    when = item.started_at.isoformat() if item.started_at is not None else "unknown"
+    h.update(f"{when} {item.method} {item.url}\n".encode())
     h.update(item.request_body)
     identity = response_identity(item.response_body)
     if identity is None:

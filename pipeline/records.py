@@ -16,7 +16,7 @@ from typing import Any
 class Exchange:
     source: str  # path of the file the record came from
     index: int  # 1-based line number (JSONL) or 0-based entry index (HAR, OTLP span)
-    started_at: datetime  # request start, UTC
+    started_at: datetime | None  # request start, UTC; None: not recorded (a VCR cassette)
     method: str
     url: str
     request_headers: list[tuple[str, str]]  # redacted

@@ -273,9 +273,13 @@ def mask_secrets(data: bytes) -> bytes:
     """`data` (a capture line, a body) with every key shape and credential field value masked
     by a mask of the same length: byte counts, chunk offsets and JSON validity stay as they
     were, so nothing that measures the body changes."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        # The mitmproxy addon runs in mitmproxy's own environment, which has no pyarrow: the
+        # screen below only spares the substitutions on a line without a candidate.
+        return _BODY_KEY.sub(_same_length, _BODY_FIELD.sub(_field_value, data))
     if not pc.any(pc.match_substring_regex(pa.array([data], pa.binary()), _SCREEN)).as_py():
         return data
     return _BODY_KEY.sub(_same_length, _BODY_FIELD.sub(_field_value, data))

@@ -22,6 +22,7 @@ REASON_WORDS = {
     "cache_write_ttl_unknown": "cache write lifetime not reported",
     "model_unknown": "model unknown",
     "no_price_at_time": "no price for the model at that time",
+    "time_unknown": "no start time recorded, so no dated price applies",
     "no_price_for_model": "no price for the model",
     "passes_in_different_price_tiers": "its passes fall in different price tiers",
     "no_price_for_uncached_input": "no established price for uncached input at that time",

@@ -3,6 +3,7 @@
 Layout:
     <root>/requests/day=YYYY-MM-DD/<stem>-<part>.parquet
     <root>/segments/day=YYYY-MM-DD/<stem>-<part>.parquet
+    (rows whose start is unknown: day=__HIVE_DEFAULT_PARTITION__, read back as a NULL day)
     <root>/segment_content/<stem>-<part>.parquet
     <root>/rejects/<stem>-<part>.parquet
     <root>/sources/<stem>.parquet          (the manifest: written last)
@@ -68,6 +69,16 @@ STATISTICS_COLUMNS = frozenset(
         "source", "source_index", "position", "ingested_at",
     }
 )  # fmt: skip
+
+
+# The partition of rows whose day is unknown (a request whose start was not recorded): the
+# name Hive, Spark and DuckDB all read back as a NULL partition value.
+UNKNOWN_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def partition_dir(column: str, day: date | None) -> str:
+    """`day=YYYY-MM-DD`, or `day=__HIVE_DEFAULT_PARTITION__` for an unknown day."""
+    return f"{column}={day.isoformat() if day is not None else UNKNOWN_PARTITION}"
 
 
 def default_root() -> Path:
@@ -270,17 +281,20 @@ class Warehouse:
         import pyarrow.compute as pc  # 30 ms to import, and only needed here
 
         day_col = spec.partition_by
-        days = sorted(set(columns[day_col]))
-        for day in days:
-            assert isinstance(day, date)
-            mask = pc.equal(table[day_col], pa.scalar(day, pa.date32()))
+        days = set(columns[day_col])
+        for day in sorted(days - {None}) + ([None] if None in days else []):
+            assert day is None or isinstance(day, date)
+            if day is None:
+                mask = pc.is_null(table[day_col])
+            else:
+                mask = pc.equal(table[day_col], pa.scalar(day, pa.date32()))
             sub = table.filter(mask).drop_columns([day_col])
-            out = self.root / name / f"{day_col}={day.isoformat()}" / f"{key}-{part}.parquet"
+            out = self.root / name / partition_dir(day_col, day) / f"{key}-{part}.parquet"
             self._write_atomic(sub, out)
         return int(table.num_rows)
 
     def write_partition(
-        self, name: str, columns: dict[str, list[Any]], key: str, part: str, day: date
+        self, name: str, columns: dict[str, list[Any]], key: str, part: str, day: date | None
     ) -> int:
         """Write the rows of one day of a partitioned table (columns without the day) as a part."""
         spec = schema.load(name)
@@ -292,10 +306,11 @@ class Warehouse:
         )
         return self.write_table(name, table, key, part, day)
 
-    def write_table(self, name: str, table: pa.Table, key: str, part: str, day: date) -> int:
+    def write_table(self, name: str, table: pa.Table, key: str, part: str, day: date | None) -> int:
         """Write one day of a partitioned table (an Arrow table without the day) as a part."""
         spec = schema.load(name)
-        out = self.root / name / f"{spec.partition_by}={day.isoformat()}" / f"{key}-{part}.parquet"
+        assert spec.partition_by is not None
+        out = self.root / name / partition_dir(spec.partition_by, day) / f"{key}-{part}.parquet"
         self._write_atomic(table, out)
         return int(table.num_rows)
 

@@ -54,9 +54,7 @@ def _raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
         cols = ", ".join(f"{_quoted(c.name)} {c.type}" for c in spec.columns)
         con.execute(f"CREATE TABLE {view} ({cols})")
         return
-    options = "hive_partitioning = true, union_by_name = true"
-    if spec.partition_by is not None:
-        options += f", hive_types = {{{_quoted(spec.partition_by)}: DATE}}"
+    options = sqlmod.read_options(spec, files)
     listed = ", ".join(_literal(str(f.resolve())) for f in files)
     select = f"SELECT * FROM read_parquet([{listed}], {options})"
     present = set(con.sql(select + " LIMIT 0").columns)

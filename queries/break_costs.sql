@@ -48,7 +48,7 @@ priced AS (
             WHEN tokens_lost IS NULL THEN 'loss_unknown'
             WHEN tokens_lost = 0 THEN NULL
             WHEN price_row IS NULL AND unpriced_reason IN ('model_unknown', 'no_price_at_time',
-                 'no_price_for_model') THEN unpriced_reason
+                 'no_price_for_model', 'time_unknown') THEN unpriced_reason
             WHEN price_row IS NULL THEN 'no_price_row'
             WHEN p_miss IS NULL THEN 'no_price_for_uncached_input'
             WHEN p_hit IS NULL THEN 'no_price_for_cache_read'

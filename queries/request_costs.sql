@@ -261,6 +261,8 @@ computed AS (
             WHEN output_tokens IS NULL THEN 'output_unknown'
             WHEN cache_write_tokens IS NOT NULL AND w1h_tokens IS NULL THEN 'cache_write_ttl_unknown'
             WHEN model IS NULL THEN 'model_unknown'
+            -- no start recorded (a VCR cassette without Date headers): no dated row can apply
+            WHEN NOT has_row AND started_at IS NULL THEN 'time_unknown'
             WHEN NOT has_row AND model_known THEN 'no_price_at_time'
             WHEN NOT has_row THEN 'no_price_for_model'
             WHEN tiers_split THEN 'passes_in_different_price_tiers'

@@ -27,6 +27,10 @@
 --   one source file, one session id (or none), and no gap between consecutive requests longer
 --   than the longest lifetime any cache rule allows (after it nothing can be read, whoever
 --   sent it). That is `cache_scope` (docs/capture.md, "Without an account").
+--   Arrival order is started_at, then the file and the record's position in it: a VCR
+--   cassette's starts come from Date headers (one-second steps, so a conversation's turns
+--   often tie) or are unknown (NULL, ordered after every known start); its record order is
+--   the order the calls were made.
 --   Hashes here are 63-bit fingerprints used only to compare requests
 --   (schemas/request_prefix.json).
 --   Cost notes (bench/views.py): the window sort is the one expensive step, so it carries only
@@ -48,9 +52,10 @@ longest AS (
 -- requests without an account, in runs: a gap over the longest lifetime starts a new one
 unscoped AS (
     SELECT
-        request_id, source, session_id, provider, started_at,
+        request_id, source, source_index, session_id, provider, started_at,
         epoch_us(started_at) - lag(epoch_us(started_at)) OVER (
-            PARTITION BY source, session_id, provider ORDER BY started_at, request_id
+            PARTITION BY source, session_id, provider
+            ORDER BY started_at, source_index, request_id
         )                                                               AS gap_us
     FROM requests
     WHERE account IS NULL
@@ -62,7 +67,7 @@ runs AS (
         'no account: ' || coalesce(u.source, '') || ' | session ' || coalesce(u.session_id, '')
             || ' | run ' || sum(CASE WHEN u.gap_us > l.longest_us THEN 1 ELSE 0 END) OVER (
                 PARTITION BY u.source, u.session_id, u.provider
-                ORDER BY u.started_at, u.request_id
+                ORDER BY u.started_at, u.source_index, u.request_id
                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)::VARCHAR AS cache_scope
     FROM unscoped AS u
     CROSS JOIN longest AS l
@@ -73,7 +78,7 @@ runs AS (
 -- name in its account and provider, else the next one
 processed AS (
     SELECT
-        request_id, provider, account, requested_model, started_at, model,
+        request_id, provider, account, requested_model, started_at, source, source_index, model,
         coalesce(CASE WHEN status_code IS NOT NULL THEN status_code BETWEEN 200 AND 299
                       ELSE outcome = 'ok' END, false)                   AS answered
     FROM requests
@@ -91,11 +96,11 @@ served AS (
              THEN coalesce(
                  last_value(answer IGNORE NULLS) OVER (
                      PARTITION BY account, provider, requested_model
-                     ORDER BY started_at, request_id
+                     ORDER BY started_at, source, source_index, request_id
                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
                  first_value(answer IGNORE NULLS) OVER (
                      PARTITION BY account, provider, requested_model
-                     ORDER BY started_at, request_id
+                     ORDER BY started_at, source, source_index, request_id
                      ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING),
                  model)
              ELSE model END                                             AS served_model
@@ -105,7 +110,8 @@ served AS (
 req AS (
     SELECT
         r.request_id,
-        row_number() OVER (ORDER BY r.started_at, r.request_id)         AS rid_ord,
+        row_number() OVER (ORDER BY r.started_at, r.source, r.source_index, r.request_id)
+                                                                        AS rid_ord,
         r.started_at,
         epoch_us(r.started_at)                                          AS t_us,
         -- the provider processed it: a 2xx response (OTel spans carry no HTTP status: their

@@ -46,7 +46,9 @@ CHILD = textwrap.dedent(
     msgs = [{"role": "system", "content": long}, {"role": "user", "content": "Say hello"}]
     r = oa.chat.completions.create(model="gpt-4o", messages=msgs)
     note("openai", r.usage.model_dump())
-    if mode == "sigterm":
+    if mode in ("sigterm", "sigint-trap"):
+        if mode == "sigint-trap":  # an agent that cleans up on Ctrl-C and exits its own way
+            signal.signal(signal.SIGINT, lambda *_: sys.exit(42))
         print("ready", flush=True)
         time.sleep(60)
     if mode == "sigkill-self":
@@ -180,16 +182,21 @@ def test_both_sdks_streamed_and_not_land_in_requests_with_the_usage_the_sdk_pars
     _secrets_absent(tmp_path / "cap", tmp_path / "wh")
 
 
-def test_a_child_killed_by_sigterm_sent_to_capture_run_exits_143_and_its_call_is_kept(
-    simulators: dict[str, str], tmp_path: Path
-) -> None:
-    proc = _capture_run(tmp_path, simulators, "sigterm")
+def _when_ready(proc: subprocess.Popen[str]) -> None:
+    """Wait until the child made its first call and sleeps (it prints "ready")."""
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
     line = ""
     while "ready" not in line and time.monotonic() < deadline:
         line = proc.stdout.readline()  # the child's stdout is ours: it prints "ready"
     assert "ready" in line
+
+
+def test_a_child_killed_by_sigterm_sent_to_capture_run_exits_143_and_its_call_is_kept(
+    simulators: dict[str, str], tmp_path: Path
+) -> None:
+    proc = _capture_run(tmp_path, simulators, "sigterm")
+    _when_ready(proc)
     proc.send_signal(signal.SIGTERM)  # to capture run, which forwards it to the child
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
@@ -198,6 +205,37 @@ def test_a_child_killed_by_sigterm_sent_to_capture_run_exits_143_and_its_call_is
     [row] = _rows(tmp_path / "wh")
     assert row["input_tokens"] == note["usage"]["prompt_tokens"]
     assert row["output_tokens"] == note["usage"]["completion_tokens"]
+    assert "requests:            1" in stdout
+
+
+def test_sigint_sent_to_capture_run_ends_the_child_with_130_and_its_call_is_kept(
+    simulators: dict[str, str], tmp_path: Path
+) -> None:
+    proc = _capture_run(tmp_path, simulators, "sigterm")
+    _when_ready(proc)
+    # Not from a terminal (stdin is not a tty), so the child did not get it too: forwarded.
+    # Python dies of an unhandled SIGINT by the signal itself: 128 + 2
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, stderr
+    assert "ended by signal 2" in stderr
+    [note] = _sdk_usage(tmp_path)
+    [row] = _rows(tmp_path / "wh")
+    assert row["input_tokens"] == note["usage"]["prompt_tokens"]
+    assert "requests:            1" in stdout
+
+
+def test_a_child_that_handles_sigint_and_exits_42_makes_capture_run_exit_42(
+    simulators: dict[str, str], tmp_path: Path
+) -> None:
+    proc = _capture_run(tmp_path, simulators, "sigint-trap")
+    _when_ready(proc)
+    proc.send_signal(signal.SIGINT)  # capture run itself survives it and waits for the child
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 42, stderr
+    assert "ended by signal" not in stderr
+    [row] = _rows(tmp_path / "wh")
+    assert row["input_tokens"] == _sdk_usage(tmp_path)[0]["usage"]["prompt_tokens"]
     assert "requests:            1" in stdout
 
 

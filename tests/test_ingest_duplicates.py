@@ -164,11 +164,12 @@ def test_a_text_file_that_mentions_resource_spans_is_not_traffic_and_fails_alone
 ) -> None:  # type: ignore[no-untyped-def]
     notes = tmp_path / "NOTES.md"
     notes.write_text(NOTES_QUOTING_KEYS)
-    with pytest.raises(InputError, match="is not a capture JSONL, HAR or OTLP/JSON file"):
+    not_traffic = "is not a capture JSONL, HAR, OTLP/JSON file or VCR cassette"
+    with pytest.raises(InputError, match=not_traffic):
         run([notes], tmp_path / "wh")
     out = cli("ingest", str(notes), "-w", str(tmp_path / "wh2"))
     assert out.returncode != 0
-    assert out.stderr.splitlines()[0].endswith("is not a capture JSONL, HAR or OTLP/JSON file")
+    assert out.stderr.splitlines()[0].endswith(not_traffic)
     assert "rejected" not in out.stderr
 
 

@@ -1,8 +1,9 @@
 """Input files: detect the format from content, open compressed files, and yield records.
 
 Formats: capture_jsonl (ours), har (HAR 1.2), otlp_json (OTLP/JSON trace export, one JSON
-document per line as the file exporter writes). Each reader yields `Exchange` or `Reject`;
-redaction has already happened inside the readers.
+document per line as the file exporter writes), vcr_cassette (vcrpy / pytest-recording
+cassettes, YAML or JSON), mitm_flows (`mitmdump -w`, read with mitmproxy's own reader).
+Each reader yields `Exchange` or `Reject`; redaction has already happened inside the readers.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pipeline.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-FORMATS = ("capture_jsonl", "har", "otlp_json")
+FORMATS = ("capture_jsonl", "har", "otlp_json", "vcr_cassette", "mitm_flows")
 _FIRST_KEY = re.compile(rb'\{\s*"([^"\\]{1,64})"\s*:')
 _KEY_FORMATS = {b"resourceSpans": "otlp_json", b"schema_version": "capture_jsonl"}
 HEAD_BYTES = 65536  # read to judge the first line
@@ -68,7 +69,7 @@ _SNIFF_ERRORS: tuple[type[BaseException], ...] = (
 
 
 # Names a directory walk takes as input (files named explicitly are read whatever their name).
-CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".gz", ".zst")
+CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".yaml", ".yml", ".gz", ".zst")
 
 
 def looks_like_capture(path: Path) -> bool:
@@ -289,7 +290,8 @@ def _looks_like_mitm_flows(text: bytes) -> bool:
 
 
 def detect_format(path: Path) -> str:
-    """capture_jsonl, har or otlp_json, from the first bytes of content (not the extension)."""
+    """capture_jsonl, har, otlp_json, vcr_cassette or mitm_flows, from the first bytes of
+    content (not the extension)."""
     if not path.exists():
         raise InputError(f"{path} does not exist")
     if path.is_dir():
@@ -306,6 +308,10 @@ def detect_format(path: Path) -> str:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         return "capture_jsonl"  # an empty capture is valid: zero records
+    from pipeline.sources.vcr import looks_like_cassette
+
+    if looks_like_cassette(text):
+        return "vcr_cassette"
     if text.startswith(b"{"):
         kind = _first_line_format(text, cut=len(head) == HEAD_BYTES)
         if kind is not None:
@@ -316,11 +322,11 @@ def detect_format(path: Path) -> str:
     if later is not None:
         return later
     if _looks_like_mitm_flows(text):
-        raise InputError(
-            f"{path} is a mitmproxy flow file (mitmdump -w), which cacheaudit does not read",
-            hint=f"export it as HAR with mitmproxy: mitmdump -nr {path} --set hardump={path}.har"
-            " and ingest the .har (or record with the addon: docs/capture.md)",
-        )
+        from pipeline.sources.mitm import not_readable, reader
+
+        if reader() is None:
+            raise not_readable(path)
+        return "mitm_flows"
     if text.startswith(b"{"):
         raise InputError(
             f"{path}: format not recognised",
@@ -328,8 +334,8 @@ def detect_format(path: Path) -> str:
             ' OTLP/JSON is one {"resourceSpans": ...} export per line (not pretty-printed)',
         )
     raise InputError(
-        f"{path} is not a capture JSONL, HAR or OTLP/JSON file",
-        hint="expected JSON (optionally gzip/zstd compressed)",
+        f"{path} is not a capture JSONL, HAR, OTLP/JSON file or VCR cassette",
+        hint="expected JSON, or a YAML cassette (optionally gzip/zstd compressed)",
     )
 
 
@@ -348,4 +354,12 @@ def iter_source(path: Path, fmt: str) -> Iterator[object]:
 
         result: Iterator[object] = iter_otlp(path)
         return result
+    if fmt == "vcr_cassette":
+        from pipeline.sources.vcr import iter_vcr
+
+        return iter_vcr(path)
+    if fmt == "mitm_flows":
+        from pipeline.sources.mitm import iter_mitm
+
+        return iter_mitm(path)
     raise InputError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")

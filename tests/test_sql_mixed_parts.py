@@ -1,0 +1,60 @@
+"""Parts with different columns (a warehouse older versions wrote to) are read by name, the
+missing columns NULL; parts that all agree are read without DuckDB's union by name, which
+re-reads every part's footer each time a view over them is bound."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+from conftest import run_cli
+from test_ingest_vcr import _one_call_cassette
+
+from pipeline import schema, warehouse_db
+from pipeline.sql import read_options, same_columns
+from pipeline.warehouse import Warehouse
+
+
+def _ingest_two(tmp_path: Path) -> Path:
+    for n in (1, 2):
+        (tmp_path / f"c{n}.yaml").write_text(_one_call_cassette(n))
+    wh = tmp_path / "wh"
+    done = run_cli("ingest", str(tmp_path / "c1.yaml"), str(tmp_path / "c2.yaml"), "-w", str(wh))
+    assert done.returncode == 0, done.stderr
+    return wh
+
+
+def test_parts_that_agree_are_read_without_union_by_name(tmp_path: Path) -> None:
+    wh = _ingest_two(tmp_path)
+    parts = sorted((wh / "requests").rglob("*.parquet"))
+    assert len(parts) == 2 and same_columns(parts)
+    assert "union_by_name" not in read_options(schema.load("requests"), parts)
+
+
+def test_a_part_without_a_newer_column_reads_it_as_null_beside_one_with_it(tmp_path: Path) -> None:
+    wh = _ingest_two(tmp_path)
+    old, new = sorted((wh / "requests").rglob("*.parquet"))
+    table = pq.read_table(old)
+    pq.write_table(table.drop_columns(["simulated", "reported_cost"]), old)  # an older writer
+    parts = [old, new]
+    assert not same_columns(parts)
+    assert "union_by_name = true" in read_options(schema.load("requests"), parts)
+    sql = (
+        "select input_tokens, simulated, reported_cost is null as no_cost from requests"
+        " order by input_tokens"
+    )
+    got = run_cli("sql", "-w", str(wh), "--format", "json", sql)
+    assert got.returncode == 0, got.stderr
+    rows = json.loads(got.stdout)
+    # _one_call_cassette(n) reports 10 + n prompt tokens; the old part lost `simulated`
+    assert [r["input_tokens"] for r in rows] == [11, 12]
+    by_tokens = {r["input_tokens"]: r for r in rows}
+    old_tokens = pq.read_table(old, columns=["input_tokens"])[0][0].as_py()
+    assert by_tokens[old_tokens]["simulated"] is None
+    assert by_tokens[23 - old_tokens]["simulated"] is False
+    # the DuckDB file any client opens reads them the same way
+    warehouse_db.write(Warehouse(wh))
+    with duckdb.connect(str(wh / "cacheaudit.duckdb"), read_only=True) as con:
+        assert con.sql("select count(*), count(simulated) from raw_requests").fetchall() == [(2, 1)]
