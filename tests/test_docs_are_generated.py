@@ -31,7 +31,9 @@ def test_the_readme_is_a_front_door_of_a_few_screens() -> None:
     assert len(text.encode()) < 25_000
     # The newcomer's path to their own traffic's summary comes before the tour.
     assert text.index("## Your own traffic in three commands") < text.index("## A short tour")
-    assert "cacheaudit ingest capture/ && cacheaudit summary" in text
+    quickstart = text[text.index("## Your own traffic") : text.index("## A short tour")]
+    assert "cacheaudit capture run -- " in quickstart
+    assert "cacheaudit findings" in quickstart
 
 
 def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
