@@ -1,24 +1,14 @@
-"""Findings (queries/findings.sql) for the commands: filtered listing, the summary's top lines,
-and the `check` gate. The grouping and the money are SQL; this module only selects and words."""
+"""Findings (queries/findings.sql; over a period, queries/params/findings_between.sql) for the
+commands: filtered listing, the summary's top lines, and the `check` gate. The grouping and the
+money are SQL; this module only selects and words."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import duckdb
-
-# The findings view reads its own sources; a filter by time or agent applies to the breaks, so
-# the listing re-groups the view's per-break source (break_costs) only through the view itself:
-# the view is grouped over the whole warehouse and filtered here by first/last seen and scope.
-_SELECT = """
-SELECT * FROM findings
-WHERE ($since IS NULL OR last_seen >= $since::TIMESTAMPTZ)
-  AND ($until IS NULL OR first_seen < $until::TIMESTAMPTZ)
-  AND ($agent IS NULL OR (scope_kind = 'agent' AND scope = $agent))
-ORDER BY lost_cost DESC NULLS LAST, tokens_lost DESC NULLS LAST, scope, cause
-"""
 
 TOP_COLUMNS = (
     "scope",
@@ -36,13 +26,16 @@ TOP_COLUMNS = (
 def select(
     con: duckdb.DuckDBPyConnection,
     *,
-    since: date | None = None,
-    until: date | None = None,
+    since: date | datetime | None = None,
+    until: date | datetime | None = None,
     agent: str | None = None,
 ) -> duckdb.DuckDBPyRelation:
-    """The findings whose breaks fall in [since, until) (by first/last seen), of one agent."""
+    """The findings of the breaks in [since, until), of one agent: grouped again over those
+    breaks only (queries/params/findings_between.sql), so their money is the period's."""
+    from pipeline import sql as sqlmod
+
     params = {"since": since, "until": until, "agent": agent}
-    return con.sql(_SELECT, params=params)
+    return con.sql(sqlmod.param_query_sql("findings_between"), params=params)
 
 
 def summary_lines(con: duckdb.DuckDBPyConnection, top: int = 3) -> list[str]:

@@ -94,3 +94,27 @@ def test_findings_filters_by_agent(demo: tuple[Path, Any]) -> None:
     ).fetchone()[0]
     assert {r["scope"] for r in rows} == {"ops-agent"}
     assert sum(r["turns"] for r in rows) == breaks
+
+
+def test_findings_over_a_period_group_only_its_breaks_and_unbounded_equal_the_view(
+    demo: tuple[Path, Any],
+) -> None:
+    from datetime import UTC, datetime
+
+    from pipeline import findings
+
+    con = sqlmod.connect(Warehouse(demo[0]))  # its own: the module's may hold a result
+    everything = con.sql("SELECT * FROM findings ORDER BY ALL").fetchall()
+    unbounded = findings.select(con).fetchall()
+    assert sorted(unbounded, key=repr) == sorted(everything, key=repr)
+    since, until = datetime(2026, 11, 23, tzinfo=UTC), datetime(2026, 11, 30, tzinfo=UTC)
+    rel = findings.select(con, since=since, until=until)
+    rows = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
+    by_hand = con.execute(
+        "SELECT count(*), sum(lost_cost) FROM break_costs WHERE cause <> 'cold_start'"
+        " AND started_at >= ? AND started_at < ?",
+        [since, until],
+    ).fetchall()[0]
+    assert sum(r["turns"] for r in rows) == by_hand[0] > 0
+    assert sum(r["lost_cost"] or 0 for r in rows) == pytest.approx(by_hand[1])
+    assert all(since <= r["first_seen"] and r["last_seen"] < until for r in rows)

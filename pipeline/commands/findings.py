@@ -22,10 +22,10 @@ from pipeline.errors import LimitExceeded, UsageError
 
 def findings(
     since: Annotated[
-        datetime | None, typer.Option("--since", help="Only findings seen on or after (UTC).")
+        datetime | None, typer.Option("--since", help="Only the breaks on or after (UTC).")
     ] = None,
     until: Annotated[
-        datetime | None, typer.Option("--until", help="Only findings seen before (UTC).")
+        datetime | None, typer.Option("--until", help="Only the breaks before (UTC).")
     ] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's.")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
@@ -37,7 +37,8 @@ def findings(
 
     One row per (agent, else conversation; cause; changed segment; change class; currency):
     turns affected, tokens and money lost, the saving per week if fixed (money lost over the
-    observed days x 7), an example with both sides of the change.
+    observed days x 7), an example with both sides of the change. With --since/--until the
+    breaks of that period are grouped again: every figure is the period's.
 
     cacheaudit findings --since 2026-11-01 --agent research-agent --format csv
     """
