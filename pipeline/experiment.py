@@ -1,6 +1,6 @@
 """A controlled prefix-cache experiment: the P/Q/R/S plan, sent through the recording layer.
 
-The plan (seed write-up, issue 8), with a fixed document P and short questions Q, R, S, all to
+The plan, with a fixed document P and short questions Q, R, S, all to
 the same model, endpoint, key and settings, tools and system prompt fixed:
 
     1   P + Q    first submission     baseline (the cache may not be cold)

@@ -266,7 +266,7 @@ def warehouse_state(wh: Warehouse, files: dict[str, list[Path]] | None = None) -
 
     A source's parts become visible with its manifest file and go with it, and every ingest of
     a source writes that file anew with its own `ingested_at`, also a --force re-ingest, which
-    rewrites the rows under the same key (the key alone did not change: audit F1). So the bytes
+    rewrites the rows under the same key (so the key alone would not change). So the bytes
     of every manifest file change whenever rows do; the name and size of every visible part are
     added for parts removed or replaced by other means. No mtimes: a copied warehouse keeps its
     stored views. `files`: the `Warehouse.snapshot` the caller reads, when it has one."""
@@ -380,7 +380,7 @@ def build(
     """Write each materialised view (and those it reads) whose stamp is stale.
 
     Holds the warehouse lock shared: an ingest landing while the views are computed would
-    otherwise have its manifest in the stamp of rows read before it (audit F2). A build waits
+    otherwise have its manifest in the stamp of rows read before it. A build waits
     for a running ingest, and an ingest for a running build."""
     options = options or SqlOptions()
     queries = load_queries()

@@ -94,3 +94,55 @@ def test_findings_filters_by_agent(demo: tuple[Path, Any]) -> None:
     ).fetchone()[0]
     assert {r["scope"] for r in rows} == {"ops-agent"}
     assert sum(r["turns"] for r in rows) == breaks
+
+
+def test_check_passes_with_a_lost_share_of_0_on_traffic_without_breaks(tmp_path: Path) -> None:
+    # one request, a conversation's first turn: nothing earlier to reuse, so nothing lost
+    wh = Warehouse(tmp_path / "warehouse")
+    ingest([Path(__file__).parent / "fixtures" / "breaks" / "cold_start.jsonl"], wh, workers=1)
+    done = run_cli("check", "-w", str(wh.root))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["ok", "lost share: 0.0000"]
+    listed = run_cli("findings", "-w", str(wh.root))
+    assert listed.returncode == 0
+    assert "no findings: no cache break" in listed.stderr
+
+
+def test_check_words_a_finding_without_a_change_class_as_summary_does(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    breaks, tokens, money = con.execute(
+        "SELECT count(*), sum(c.tokens_lost), sum(b.lost_cost) FROM cache_breaks c"
+        " JOIN break_costs b USING (request_id)"
+        " WHERE c.agent = 'code-agent' AND c.cause = 'expired'"
+    ).fetchone()
+    done = run_cli("check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "expired")
+    assert done.returncode == 7
+    line = next(ln for ln in done.stdout.splitlines() if "code-agent" in ln)
+    assert line == (
+        f"  code-agent: expired, {breaks} turns, {tokens:,} tokens lost, {money:.4f} USD"
+        " - send within the cache lifetime, or ask for the longer retention where the provider"
+        " offers it"
+    )
+
+
+def test_findings_table_shows_the_fix_whole_and_the_money_to_4_places(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    tokens, money = con.execute(
+        "SELECT sum(c.tokens_lost), sum(b.lost_cost) FROM cache_breaks c"
+        " JOIN break_costs b USING (request_id)"
+        " WHERE c.agent = 'code-agent' AND c.cause = 'expired'"
+    ).fetchone()
+    done = run_cli("findings", "-w", str(wh), "--agent", "code-agent")
+    assert done.returncode == 0, done.stderr
+    header, _, *rows = done.stdout.splitlines()
+    assert header.split()[-2:] == ["example_request_id", "fix"]
+    expired = next(r for r in rows if " expired " in r)
+    assert f" {tokens:,} " in expired and f" {money:.4f} " in expired
+    assert expired.endswith("where the provider offers it")  # the fix, not cut
+    nobody = run_cli("findings", "-w", str(wh), "--agent", "nobody")
+    assert nobody.stdout.splitlines()[0].split()[0] == "scope"
+    assert "no findings for the period or agent asked" in nobody.stderr

@@ -1,4 +1,4 @@
-"""Dated price tables (issue 5): shipped CSVs in `data/`, user overrides, validation, and the
+"""Dated price tables: shipped CSVs in `data/`, user overrides, validation, and the
 DuckDB tables behind the `request_costs` view.
 
 - `rows`: the typed rows and the condition mini-language.
