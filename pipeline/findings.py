@@ -20,6 +20,19 @@ WHERE ($since IS NULL OR last_seen >= $since::TIMESTAMPTZ)
 ORDER BY lost_cost DESC NULLS LAST, tokens_lost DESC NULLS LAST, scope, cause
 """
 
+# The causes queries/cache_breaks.sql names (schemas/cache_breaks.json lists the same), in the
+# order it tries them: `check --fail-on` refuses any other word, so a typo cannot pass a gate.
+CAUSES = (
+    "cold_start",
+    "expired",
+    "model_changed",
+    "tools_changed",
+    "system_changed",
+    "history_rewritten",
+    "below_minimum",
+    "provider_miss",
+)
+
 # What `findings` shows in a terminal (every column is in --format csv/json): the fix last, so
 # a long one is read whole rather than cut.
 TOP_COLUMNS = (

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import run_cli
 
+from pipeline import findings as findings_lib
 from pipeline import sql as sqlmod
 from pipeline.demo import write_demo
 from pipeline.errors import ExitCode
@@ -146,3 +147,22 @@ def test_findings_table_shows_the_fix_whole_and_the_money_to_4_places(
     nobody = run_cli("findings", "-w", str(wh), "--agent", "nobody")
     assert nobody.stdout.splitlines()[0].split()[0] == "scope"
     assert "no findings for the period or agent asked" in nobody.stderr
+
+
+def test_check_refuses_a_cause_it_does_not_know_so_a_typo_cannot_pass_a_gate(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, _ = demo
+    done = run_cli("check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "system_chnged")
+    assert done.returncode == ExitCode.USAGE
+    assert "'system_chnged' is not a cause" in done.stderr
+    assert "system_changed" in done.stderr  # the hint lists the real ones
+
+
+def test_the_causes_check_accepts_are_those_cache_breaks_names() -> None:
+    schema = json.loads(
+        (Path(__file__).parents[1] / "schemas" / "cache_breaks.json").read_text(encoding="utf-8")
+    )
+    cause = next(c for c in schema["columns"] if c["name"] == "cause")["description"]
+    named = [w.strip(" .") for w in cause.replace(" or ", ", ").split(",")]
+    assert tuple(named) == findings_lib.CAUSES

@@ -105,7 +105,11 @@ def check(
     ] = None,
     fail_on: Annotated[
         list[str] | None,
-        typer.Option("--fail-on", help="Fail when any break has this cause (repeatable)."),
+        typer.Option(
+            "--fail-on",
+            help="Fail when any break has this cause (repeatable): expired, model_changed,"
+            " tools_changed, system_changed, history_rewritten, below_minimum, provider_miss.",
+        ),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
     github: Annotated[
@@ -120,13 +124,18 @@ def check(
     Lost share = tokens lost to cache breaks / input tokens (requests with known input).
     On failure the findings behind each broken limit are listed (stdout).
 
-    cacheaudit check -w warehouse --max-lost-share 0.05 --fail-on system_changed
+    $ cacheaudit check -w warehouse --max-lost-share 0.05 --fail-on system_changed
     """
     from pipeline import findings as lib
     from pipeline import sql as sqlmod
 
     if fmt not in ("text", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="one of text, json")
+    unknown = [c for c in fail_on or [] if c not in lib.CAUSES]
+    if unknown:
+        raise UsageError(
+            f"--fail-on {unknown[0]!r} is not a cause", hint="one of " + ", ".join(lib.CAUSES)
+        )
     con = sqlmod.connect(
         existing_warehouse(warehouse),
         options=sql_options(prices, rules),
