@@ -166,3 +166,25 @@ def test_the_causes_check_accepts_are_those_cache_breaks_names() -> None:
     cause = next(c for c in schema["columns"] if c["name"] == "cause")["description"]
     named = [w.strip(" .") for w in cause.replace(" or ", ", ").split(",")]
     assert tuple(named) == findings_lib.CAUSES
+
+
+def test_check_github_annotations_go_to_stderr_so_json_on_stdout_still_parses(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    breaks, tokens, money = con.execute(
+        "SELECT count(*), sum(c.tokens_lost), sum(b.lost_cost) FROM cache_breaks c"
+        " JOIN break_costs b USING (request_id) WHERE c.cause = 'expired'"
+    ).fetchone()
+    done = run_cli(
+        "check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "expired", "-f", "json",
+        "--github",
+    )  # fmt: skip
+    assert done.returncode == 7
+    assert json.loads(done.stdout)["broken"] == [f"cause expired: {breaks} breaks"]
+    notes = [ln for ln in done.stderr.splitlines() if ln.startswith("::error ")]
+    assert notes == [
+        f"::error title=cache break expired::code-agent: expired, {breaks} turns, {tokens:,}"
+        f" tokens lost, {money:.4f} USD - send within the cache lifetime, or ask for the longer"
+        " retention where the provider offers it"
+    ]

@@ -113,7 +113,10 @@ def check(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
     github: Annotated[
-        bool, typer.Option("--github", help="Also print GitHub Actions ::error annotations.")
+        bool,
+        typer.Option(
+            "--github", help="Also print a GitHub Actions ::error annotation per finding (stderr)."
+        ),
     ] = False,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
     prices: PricesOpt = None,
@@ -161,8 +164,11 @@ def check(
         for f in verdict.findings:
             typer.echo(_finding_line(f))
     if github:
+        # On stderr, which the Actions runner reads for workflow commands as it reads stdout,
+        # so stdout stays the text or the one JSON document a program parses.
         for f in verdict.findings:
-            typer.echo(f"::error title=cache break {f['cause']}::{f['scope']}: {f['fix']}")
+            message = _finding_line(f).strip()
+            typer.echo(f"::error title=cache break {f['cause']}::{_escape(message)}", err=True)
     if verdict.broken:
         raise LimitExceeded("cache breaks over the limit: " + "; ".join(verdict.broken))
 
@@ -174,6 +180,12 @@ def _finding_line(f: dict[str, Any]) -> str:
     money = "unpriced" if f["lost_cost"] is None else f"{f['lost_cost']:.4f} {f['currency']}"
     turns = f"{f['turns']} turn" + ("" if f["turns"] == 1 else "s")
     return f"  {f['scope']}: {what}, {turns}, {tokens} tokens lost, {money} - {f['fix']}"
+
+
+def _escape(message: str) -> str:
+    """A workflow command's message with the characters that would end or corrupt it encoded,
+    as GitHub's toolkit encodes them (%, CR, LF)."""
+    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def register(app: typer.Typer) -> None:
