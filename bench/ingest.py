@@ -7,7 +7,7 @@ the same exchanges are ingested with `cacheaudit ingest` into a fresh warehouse,
 run it, and timed with the peak memory of the whole process tree (bench/measure.py says exactly
 what is measured).
 
-Baseline (the issue's target: ingest within 2x of the time needed just to parse every line and
+Baseline (the target: ingest within 2x of the time needed just to parse every line and
 every request body once with the fastest JSON parser): every line of the capture JSONL parsed,
 plus its request body, with each parser at hand (orjson, and msgspec when installed: it comes
 with the dev extras); the one needing the least CPU is the baseline. Ingest uses every core, so

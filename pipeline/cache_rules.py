@@ -18,7 +18,7 @@ Columns (one rule per row):
 - min_tokens: prompts (or prefixes) shorter than this are not cached; empty = no minimum.
 - granularity_tokens: the read is a multiple of this; empty = 1.
 - lifetime_s: seconds a cached prefix lives without use; empty = unpublished: an entry is kept
-  until evicted (caching-rules.md A7: vLLM/SGLang "until evicted"), so a later miss is a
+  until evicted (vLLM and SGLang evict only when they need the room), so a later miss is a
   provider_miss, never expired.
 - extended_lifetime_s: the lifetime when the request asked for a long one (Anthropic 1h,
   OpenAI prompt_cache_retention 24h).

@@ -31,7 +31,7 @@ PHASE_NAMES = {"question": "", "tool_call": "tool call", "tool_result": "tool re
 KINDS = ("read from cache", "written to cache", "not read")
 KIND_COLORS = ("#4c78a8", "#f2a541", "#c9ced6")
 
-# What each provider's published rules (caching-rules.md A3-A5) predict, per plan request;
+# What each provider's published rules (docs/providers.md) predict, per plan request;
 # "tool_result" is the second request of a tool round.
 EXPECTATIONS: dict[str, dict[str, str]] = {
     "deepseek": {

@@ -1,14 +1,15 @@
 """OpenTelemetry GenAI spans -> `requests` rows (the third input format, after capture JSONL and
 HAR). `pipeline.sources.otlp` reads the OTLP/JSON file and puts each span in `Exchange.span`.
 
-Attribute names (rulebook section 10): the current GenAI conventions first, then the older or
-vendor names where they differ. `gen_ai.usage.input_tokens` SHOULD include cached tokens;
-instrumentations that copied Anthropic's or Bedrock's exclusive `input_tokens` break that rule,
-and the break is visible when cache read + write exceed the input count: then the cache counts
-are added to it (usage_semantics `otel_exclusive_fixed`). When the counts do not betray it the
-spec's inclusive reading is taken (both shapes accepted as far as they can be told apart).
-A negative attribute value is not a count: its column is NULL before that test (fields.py), so a
-negative input never makes a span look exclusive.
+Attribute names (https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/): the
+current GenAI conventions first, then the older or vendor names where they differ.
+`gen_ai.usage.input_tokens` SHOULD include cached tokens; instrumentations that copied Anthropic's
+or Bedrock's exclusive `input_tokens` break that rule, and the break is visible when cache read +
+write exceed the input count: then the cache counts are added to it (usage_semantics
+`otel_exclusive_fixed`). When the counts do not betray it the spec's inclusive reading is taken
+(both shapes accepted as far as they can be told apart). A negative attribute value is not a count:
+its column is NULL before that test (fields.py), so a negative input never makes a span look
+exclusive.
 
 Spans carry usage and timing but normally NO prompt bytes: unless the instrumentation captured
 content (`gen_ai.input.messages`, `gen_ai.system_instructions`, `gen_ai.tool.definitions`, or

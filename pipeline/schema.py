@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline import resources
 from pipeline.errors import NotFoundError
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = resources.folder("schemas")
 
 _ARROW: dict[str, pa.DataType] = {
     "VARCHAR": pa.string(),

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import schema
+from pipeline import resources, schema
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.warehouse import TABLES, Warehouse, stem_of
 
-QUERY_DIR = Path(__file__).resolve().parent.parent / "queries"
+QUERY_DIR = resources.folder("queries")
 _HEADER = re.compile(r"^--\s*(inputs|output)\s*:\s*(.+)$", re.MULTILINE)
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -264,12 +264,13 @@ def _data_files(options: SqlOptions) -> list[Path]:
 def warehouse_state(wh: Warehouse, files: dict[str, list[Path]] | None = None) -> str:
     """Digest of the rows readers see: what a stored view's stamp says it was computed from.
 
-    A source's parts become visible with its manifest file and go with it, and every ingest of
-    a source writes that file anew with its own `ingested_at`, also a --force re-ingest, which
-    rewrites the rows under the same key (so the key alone would not change). So the bytes
-    of every manifest file change whenever rows do; the name and size of every visible part are
-    added for parts removed or replaced by other means. No mtimes: a copied warehouse keeps its
-    stored views. `files`: the `Warehouse.snapshot` the caller reads, when it has one."""
+    A source's parts become visible with its manifest file and go with it, and every ingest of a
+    source writes that file anew with its own `ingested_at`, also a --force re-ingest, which
+    rewrites the rows under the same key (the key alone does not change, so a stamp built from keys
+    would miss it). So the bytes of every manifest file change whenever rows do; the name and size
+    of every visible part are added for parts removed or replaced by other means. No mtimes: a
+    copied warehouse keeps its stored views. `files`: the `Warehouse.snapshot` the caller reads,
+    when it has one."""
     digest = hashlib.sha256(b"warehouse\n")
     files = files if files is not None else wh.snapshot(TABLES)
     for path in files["sources"]:

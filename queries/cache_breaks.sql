@@ -14,9 +14,9 @@
 --   changed text, and a short redacted excerpt (schemas/cache_breaks.json).
 --   expired, model_changed and the three changes need a reusable prefix: none is named when the
 --   parent's rule would have served nothing of its prompt (under the minimum, an Anthropic
---   prompt without cache_control; caching-rules.md A7 step 4), and their loss is capped at what
+--   prompt without cache_control; docs/providers.md), and their loss is capped at what
 --   it would have served. A fork (the same history, other last messages: parallel requests) is
---   no history_rewritten. An entry idles from its first response byte (caching-rules.md A5).
+--   no history_rewritten. An entry idles from its first response byte, when it became usable.
 --   A re-send of the same prompt (conversations.link_method resend) is no break.
 --   tokens_lost is NULL (unknown) when this request's or its parent's input tokens are unknown
 --   (e.g. an interrupted stream) or neither the reported nor the expected read is; a cold
@@ -115,13 +115,13 @@ diverged AS (
         -- request that came less than a millisecond after the entry expired from both causes
         (epoch_us(w.started_at) - epoch_us(w.parent_started_at)) / 1e6   AS gap_s,
         -- idle time of the parent's entry: from when it became available (its first response
-        -- byte, caching-rules.md A5), as request_prefix counts lifetimes; NULL when the parent
+        -- byte), as request_prefix counts lifetimes; NULL when the parent
         -- was refused and left no entry
         (epoch_us(w.started_at) - epoch_us(w.parent_started_at)
             - round(w.parent_available_after_ms * 1000)::BIGINT) / 1e6  AS idle_s,
         -- the most this request could have read had nothing changed since its parent: the
         -- parent's prompt up to what its entry covers, no longer than this prompt, rounded as
-        -- the parent's rule serves it (minimum, granularity; caching-rules.md A7 step 4).
+        -- the parent's rule serves it (minimum, granularity).
         -- Without a rule, unrounded; NULL when a count is unknown
         CASE
             WHEN w.parent_request_id IS NULL THEN NULL

@@ -7,7 +7,8 @@
 --   is only measured at segment boundaries. NULL = unknown (no input tokens, or no rule). A
 --   request naming a Gemini explicit cache (cachedContent, request_prefix.explicit_cache) reads
 --   a cache made outside the captured traffic, whose size the request does not show, so what it
---   can read is unknown too (caching-rules.md A6: an explicit cache is a guaranteed hit).
+--   can read is unknown too (Google bills an explicit cache as a guaranteed hit, whatever the
+--   traffic before it).
 WITH joined AS (
     SELECT
         p.request_id, p.started_at, p.provider, p.model, p.account, p.prompt_bytes,
@@ -52,7 +53,7 @@ tokens AS (
              THEN round(input_tokens * live_bytes / prompt_bytes)::BIGINT END AS live_tokens_est,
         -- what a later request could read from the entry this one left, before the rule's
         -- minimum and granularity: the whole prompt, all but its last token (vLLM), or up to
-        -- its last cache_control breakpoint (caching-rules.md A7 step 4 table)
+        -- its last cache_control breakpoint
         CASE
             WHEN unit_model = 'none' THEN 0
             WHEN unit_model = 'breakpoint' THEN

@@ -9,10 +9,10 @@
 --   (a stream cut later, or an error inside a 200 stream, still wrote it); a refused request
 --   (an HTTP error status, or no response at all) never did, though it still counts for
 --   sharing and linking. The entry becomes available when the first response byte arrives
---   (started_at + ttfb_ms, else + duration_ms, else started_at): caching-rules.md A5 "A cache
---   entry becomes available only once the first response begins", A7 step 3 "Count a request
---   as available only once its first token has arrived". So parallel requests sent before an
---   earlier one's first byte cannot read it.
+--   (started_at + ttfb_ms, else + duration_ms, else started_at): Anthropic documents
+--   that a cache entry is available only once the first response begins, and the same is
+--   assumed for every provider. So parallel requests sent before an earlier one's first byte
+--   cannot read it.
 --   The cache scope is (provider, model, account), where the model is the one that served the
 --   request. A refused request (its error body names no model, so its model is the name it
 --   asked for) takes the model a processed request of the same name was answered with, in the
@@ -112,7 +112,7 @@ req AS (
         -- outcome says). A refused request left no cache entry (see the header)
         coalesce(CASE WHEN r.status_code IS NOT NULL THEN r.status_code BETWEEN 200 AND 299
                       ELSE r.outcome = 'ok' END, false)                 AS writes_cache,
-        -- when its cache entry became available: the first response byte (A5, A7 step 3)
+        -- when its cache entry became available: the first response byte
         greatest(coalesce(r.ttfb_ms, r.duration_ms, 0), 0)              AS available_after_ms,
         -- the cache scope as one number, hashed once per request rather than per segment
         hash(r.provider, v.served_model, coalesce(r.account, u.cache_scope)) AS scope_key,
@@ -121,9 +121,9 @@ req AS (
         r.cache_breakpoints,
         coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
         -- NULL = the entry does not expire. A rule with no published lifetime (Gemini implicit,
-        -- vLLM, SGLang) keeps an entry until the provider evicts it (caching-rules.md A7 step
-        -- 3: "vLLM/SGLang until evicted"), so a later miss is the provider's (A7 step 5:
-        -- "eviction or capacity limits"): cache_breaks calls it provider_miss, never expired,
+        -- vLLM, SGLang) keeps an entry until the provider evicts it (vLLM and SGLang
+        -- evict only when they need the room), so a later miss is the provider's (eviction or
+        -- capacity): cache_breaks calls it provider_miss, never expired,
         -- as no lifetime was published for the user to stay within. Without any rule: a day
         CASE WHEN m.rule_id IS NULL THEN 86400 ELSE m.lifetime_s END * 1000000
                                                                         AS lifetime_us,

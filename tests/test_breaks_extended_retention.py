@@ -1,4 +1,4 @@
-"""OpenAI extended prompt-cache retention (`prompt_cache_retention: "24h"`, caching-rules.md A4)
+"""OpenAI extended prompt-cache retention (`prompt_cache_retention: "24h"`, its caching guide)
 keeps a prefix alive for 24 hours: a turn 20 minutes after the previous one expects the read the
 provider really made, with no `expired` break. Without it the in-memory lifetime (600 s in the
 rule table) applies and the same gap is an expiry. Chat completions and Responses both record

@@ -1,5 +1,5 @@
 """Anthropic cache entries live as long as their own breakpoint's TTL, not the longest in the
-request (caching-rules: 5m default, 1h with `ttl: "1h"`; one entry per breakpoint).
+request (Anthropic prompt caching: 5m default, 1h with `ttl: "1h"`; one entry per breakpoint).
 
 A common layout marks the system prompt `1h` and the newest message `5m`. Ten minutes later the
 system prompt's entry is still alive and the conversation's is not: the expected read is the

@@ -1,5 +1,5 @@
 """A break names what lost a reusable prefix, and its loss is what the rules would have served
-(caching-rules.md A7 step 4: OpenAI 0 under 1024 tokens, else 1024 + 128-token steps; Anthropic
+(docs/providers.md: OpenAI 0 under 1024 tokens, else 1024 + 128-token steps; Anthropic
 only up to a cache_control breakpoint):
 
 - under the minimum, or on Anthropic without cache_control, nothing was reusable: a changed

@@ -101,7 +101,7 @@ def test_summary_says_how_many_priced_requests_have_unknown_savings_or_left_on_t
 ) -> None:
     at = datetime(2026, 11, 30, 10, tzinfo=UTC)
     rows = [
-        # priced from the tables; no segments, so no expectation: left on the table unknown
+        # priced from the tables; no segments, so no expectation: the shortfall is unknown
         tiny.request("a", at, "openai", "gpt-4o", input_tokens=1000, cache_read_tokens=400,
                      output_tokens=100),
         # priced by the provider's reported cost, no price row: savings unknown too
@@ -113,8 +113,8 @@ def test_summary_says_how_many_priced_requests_have_unknown_savings_or_left_on_t
     # a: 600 x 2.50 + 400 x 1.25 + 100 x 10.00 per million = 0.003 (0.0035 uncached), plus
     # b's reported 0.01; only a has a savings
     assert line == (
-        "cost (USD):          0.0130  saved by caching 0.0005  left on the table unknown"
-        "  (2 requests priced; savings unknown for 1; left on the table unknown for 2)"
+        "cost (USD):          0.0130  saved by caching 0.0005  provider below its own rules unknown"
+        "  (2 requests priced; savings unknown for 1; provider below its own rules unknown for 2)"
     )
 
 

@@ -1,5 +1,6 @@
 """Bedrock Converse usage when the cache fields are left out: totalTokens includes the cache
-(rulebook section 7, "trust the arithmetic"), so it says what the absent counts were."""
+(as real responses show, whatever the API reference says), so it says what the absent counts
+were."""
 
 from __future__ import annotations
 

@@ -266,7 +266,7 @@ def test_cost_summary_counts_coverage_and_unpriced_reasons(con: Any) -> None:
 
 def test_cost_if_ideal_moves_reusable_tokens_out_of_writes_then_misses(tmp_path: Path) -> None:
     # Own session: expected_cache is replaced by hand-set expectations so the arithmetic is
-    # checked independently of how issue 4 estimates them.
+    # checked independently of how expected_cache estimates them.
     rows = [r for r in ROWS if r["request_id"] in IDEAL_IDS]
     con = sqlmod.connect(tiny.write(tmp_path / "warehouse", rows))
     expected = pa.table(

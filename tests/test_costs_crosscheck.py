@@ -202,24 +202,24 @@ CASES = [
 
 # id -> (genai-prices total it was checked against, why the two differ by more than 0.1%)
 EXPLAINED: dict[str, tuple[float, str]] = {
-    # Ours: o3 launch row 10 / 2.50 / 40 (research: LiteLLM copy commit 30c32a6).
+    # Ours: o3 launch row 10 / 2.50 / 40 (source: LiteLLM's price table, commit 30c32a6).
     # genai-prices gives the launch period a 0.50 cached price: 30,000 x 10 + 20,000 x 0.5 +
-    # 4,000 x 40 = 0.47 vs ours 0.30 + 0.05 + 0.16 = 0.51. The research row is sourced; kept.
-    "o3_launch": (0.47, "cached price at o3 launch: 2.50 (research) vs 0.50 (genai-prices)"),
+    # 4,000 x 40 = 0.47 vs ours 0.30 + 0.05 + 0.16 = 0.51. Our row is sourced; kept.
+    "o3_launch": (0.47, "cached price at o3 launch: 2.50 (LiteLLM table) vs 0.50 (genai-prices)"),
     # genai-prices has a 2026-08-21 price change for gpt-5.6-sol (4 / 0.4 / 5 write / 20) that
-    # the research does not have; ours stays at 5 / 0.5 / 6.25 / 30:
+    # our sources do not have; ours stays at 5 / 0.5 / 6.25 / 30:
     # 8 x 5 + 4,012 x 6.25 + 100 x 30 = 0.028115 vs genai 8 x 4 + 4,012 x 5 + 100 x 20 = 0.022092.
-    "gpt56_sol": (0.022092, "genai-prices has an Aug-2026 gpt-5.6-sol cut not in the research"),
+    "gpt56_sol": (0.022092, "genai-prices has an Aug-2026 gpt-5.6-sol cut not in our sources"),
     # genai-prices' deepseek-chat entry carries only the 2025 V3 prices (with the off-peak
     # window) and no dates, so in Oct 2025 it still prices V3 standard:
     # 0.162 + 0.028 + 0.11 = 0.30; ours is the V3.2 row 0.28 / 0.028 / 0.42 = 0.1792.
     "ds_chat_v32": (0.30, "genai-prices deepseek-chat has no dated history after V3"),
-    # From 2026-09-10 genai-prices prices deepseek-v4-flash at the V4.1-Flash rates (peak
-    # 0.30 / 0.006 / 1.2): 0.18 + 0.0024 + 0.12 = 0.3024. The research lists V4.1-Flash as the
+    # From 2026-09-10 genai-prices prices deepseek-v4-flash at the V4.1-Flash rates (peak 0.30 /
+    # 0.006 / 1.2): 0.18 + 0.0024 + 0.12 = 0.3024. DeepSeek's price page lists V4.1-Flash as the
     # separate model deepseek-flash and keeps deepseek-v4-flash at peak 0.44 / 0.014 / 1.32.
     # genai-prices' peak-hour variants (01-04, 06-10 UTC) carry no start date, so they already
-    # apply in May 2026 (0.3024 as below); peak billing began 2026-08-16 16:00 UTC (research),
-    # so ours is the flat post-hit-cut price 0.084 + 0.00112 + 0.028 = 0.11312.
+    # apply in May 2026 (0.3024 as below); peak billing began 2026-08-16 16:00 UTC (DeepSeek's
+    # price page), so ours is the flat post-hit-cut price 0.084 + 0.00112 + 0.028 = 0.11312.
     "ds_v4flash_may_morning": (0.3024, "genai-prices applies peak hours before 2026-08-16"),
     "ds_v4flash_nov_peak": (0.3024, "genai-prices maps v4-flash to V4.1-Flash prices"),
 }

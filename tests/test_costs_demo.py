@@ -1,6 +1,7 @@
 """The demo warehouse (Nov 2026 traffic): its totals re-derived by hand from the requests rows.
 
-Prices in force in Nov 2026, per million tokens (miss, hit, output), from the research CSV:
+Prices in force in Nov 2026, per million tokens (miss, hit, output), from the providers' price
+pages:
 - gpt-4.1 2 / 0.5 / 8 and gpt-4.1-mini 0.4 / 0.1 / 1.6, at any hour;
 - deepseek-v4-flash 0.22 / 0.007 / 0.66 off-peak, 0.44 / 0.014 / 1.32 in peak hours
   (01:00-04:00 and 06:00-10:00 UTC, Monday to Friday); deepseek-v4-pro 0.66 / 0.022 / 1.98

@@ -65,7 +65,7 @@ ROWS = [
         "openai_write_without_fee", datetime(2026, 7, 20, tzinfo=UTC), "openai", "gpt-4.1",
         input_tokens=4_020, cache_read_tokens=0, output_tokens=4, cache_write_tokens=4_012,
     ),
-    # claude-sonnet-4-20250514 over 200K: its long-context rate is not in the research.
+    # claude-sonnet-4-20250514 over 200K: its long-context rate was not found in a public source.
     tiny.request(
         "sonnet4_over_200k", datetime(2025, 9, 1, tzinfo=UTC), "anthropic",
         "claude-sonnet-4-20250514", input_tokens=250_000, cache_read_tokens=200_000,

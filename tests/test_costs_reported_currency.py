@@ -131,6 +131,6 @@ def test_summary_prints_every_request_as_priced_or_unpriced(cli: Any, warehouse:
     result = cli("summary", "-w", str(Path(warehouse.root)))
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "(3 requests priced;" in out  # left on the table unknown: no segments here
+    assert "(3 requests priced;" in out  # the shortfall is unknown: no segments here
     assert "unpriced:          2 requests" in out
     assert "1 with the reported cost has no currency (reported_cost_currency_unknown)" in out

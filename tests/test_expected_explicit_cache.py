@@ -64,7 +64,7 @@ def _capture() -> bytes:
     implicit = {"systemInstruction": {"parts": [{"text": POLICY}]}, "contents": [_user("Q1")]}
     return b"".join(
         [
-            # the audit's reproduction (F6): the explicit cache is read, 4990 of 5000 tokens
+            # a reproduction: the explicit cache is read, 4990 of 5000 tokens
             _exchange(T0, "gx-1", explicit, 5000, 4990, "gx"),
             # implicit caching: the second identical request may read the first one's prefix
             _exchange(T0, "gi-1", implicit, 4900, 0, "gi"),

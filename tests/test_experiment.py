@@ -1,11 +1,11 @@
 """The P/Q/R/S experiment against the simulator, end to end: run -> capture -> ingest -> report.
 
 Expected token counts are worked out by hand from the simulator's documented tokenizer and
-DeepSeek's rules (caching-rules.md A3), not read from the code's output. The fixture document is
-30 lines "Line N of the harbour report." = 7 tokens each ("\\nLine" is one token), plus the final
-newline as 1 token: 211 tokens. Question S "Which sentence of the document is the longest?" is 9
-tokens, R "List three key terms the document uses." is 8; each message adds a `<|user|>` marker
-and the prompt ends with `<|assistant|>`.
+DeepSeek's published rules (its context-caching guide), not read from the code's output. The fixture
+document is 30 lines "Line N of the harbour report." = 7 tokens each ("\\nLine" is one token), plus
+the final newline as 1 token: 211 tokens. Question S "Which sentence of the document is the
+longest?" is 9 tokens, R "List three key terms the document uses." is 8; each message adds a
+`<|user|>` marker and the prompt ends with `<|assistant|>`.
 """
 
 from __future__ import annotations

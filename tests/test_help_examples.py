@@ -34,7 +34,7 @@ def test_the_sql_help_example_computes_the_hit_ratio_over_known_rows_and_counts_
 ) -> None:
     rows = [
         # openai: one request with both counts known (500 of 1,000 read), one whose read is
-        # unknown. The rulebook ratio is 0.5; with the unknown row's input in the denominator
+        # unknown. The token-weighted ratio is 0.5; with the unknown row's input in the denominator
         # it would read 0.25.
         tiny.request("o1", AT, "openai", "gpt-4.1", input_tokens=1_000, cache_read_tokens=500,
                      output_tokens=5),

@@ -45,7 +45,7 @@ def _cli(
     )
 
 
-# --- a pipe is not a file (F4) --------------------------------------------------------------
+# --- a pipe is not a file --------------------------------------------------------------
 
 
 def test_a_pipe_is_refused_with_a_hint_and_no_warehouse_is_made(tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_a_pipe_in_a_batch_fails_the_batch_before_anything_is_written(tmp_path: 
     assert not wh.exists()
 
 
-# --- an interrupted first ingest while another waits (F5) -----------------------------------
+# --- an interrupted first ingest while another waits -----------------------------------
 
 
 def test_a_failed_first_ingest_cleans_up_under_the_lock_and_keeps_the_lock_file(
@@ -150,7 +150,7 @@ def test_an_ingest_that_waited_on_a_failed_first_one_still_lands(
     assert (wh / ".ingest.lock").exists()
 
 
-# --- a killed ingest's workers (F6) ---------------------------------------------------------
+# --- a killed ingest's workers ---------------------------------------------------------
 
 _POOL_SCRIPT = """
 import sys, time
@@ -217,7 +217,7 @@ def test_the_workers_of_a_killed_ingest_exit_and_take_the_fork_server_with_them(
             parent.kill()
 
 
-# --- a capture ingested from two working directories (F8) ------------------------------------
+# --- a capture ingested from two working directories ------------------------------------
 
 
 def test_a_grown_capture_ingested_from_another_directory_replaces_its_earlier_rows(
@@ -259,7 +259,7 @@ def test_a_manifest_row_without_a_resolved_path_is_matched_by_the_path_as_given(
     assert sorted(r["request_id"] for r in table(tmp_path / "wh", "requests")) == ["r0", "r1"]
 
 
-# --- a byte order mark (F9) -----------------------------------------------------------------
+# --- a byte order mark -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])

@@ -1,4 +1,4 @@
-"""Done-when of issue 3: a mixed capture of every dialect (all 51 reference samples), written
+"""A mixed capture of every dialect (all 51 reference samples), written
 both as capture JSONL and as HAR, ingests through `cacheaudit ingest`, and the `requests` table
 gives the hand-computed token-weighted hit ratio per provider."""
 

@@ -1,6 +1,6 @@
-"""When a cache entry exists (caching-rules.md A5: "A cache entry becomes available only once
-the first response begins"; A7 step 3: "Count a request as available only once its first token
-has arrived"):
+"""When a cache entry exists (Anthropic documents that an entry becomes available only once
+the first response begins; the same is assumed for every provider, so a request counts as a
+cache source only from its first response byte):
 
 - a request the provider refused (an HTTP error, or no response at all) never wrote one, so its
   retry expects no read and is no provider_miss, yet it stays in its conversation;
@@ -109,8 +109,8 @@ def test_a_stream_cut_after_its_first_chunk_did_write_the_cache(tmp_path: Path) 
 
 
 def test_a_refused_request_does_not_make_a_deepseek_shared_prefix_unit(tmp_path: Path) -> None:
-    # DeepSeek persists a prefix two requests shared (caching-rules.md A3); a refused request
-    # was never seen, so one processed request and one refused leave no such unit
+    # DeepSeek persists a prefix two requests shared (DeepSeek's context-caching guide); a refused
+    # request was never seen, so one processed request and one refused leave no such unit
     shared = system("Shared. " + BIG)
     refused_second = [
         deepseek(at(0), "a", [shared, user("q1")]),

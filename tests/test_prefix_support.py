@@ -1,5 +1,5 @@
 """Builders for the prefix, conversation and break tests: hand-made exchanges per dialect whose
-usage follows caching-rules.md (OpenAI 1024 + 128-token steps, Anthropic input excluding the
+usage follows docs/providers.md (OpenAI 1024 + 128-token steps, Anthropic input excluding the
 cache, Gemini promptTokenCount including it), token counts = compact JSON bytes / 4. No session
 ids unless asked: conversations are linked by their history, as from a proxy capture."""
 
@@ -34,7 +34,7 @@ def tokens(*parts: Any) -> int:
 
 
 def openai_read(prefix_tokens: int) -> int:
-    """What OpenAI serves of a shared prefix (caching-rules.md A7 step 4)."""
+    """What OpenAI serves of a shared prefix (docs/providers.md)."""
     return 0 if prefix_tokens < 1024 else 1024 + 128 * ((prefix_tokens - 1024) // 128)
 
 

@@ -40,6 +40,12 @@ def test_the_headline_numbers_are_the_demos(demo: Warehouse) -> None:
     assert f"**${cost:.4f}**" in text
     assert f"**${saved:.4f}**" in text
     assert f"**${left:.4f}**" in text
+    ((lost,),) = (
+        sqlmod.connect(demo, only=["findings"])
+        .sql("SELECT sum(lost_cost) FROM findings WHERE currency = 'USD'")
+        .fetchall()
+    )
+    assert f"lost **${lost:.4f}**" in text
     assert f"The {unknown} requests whose streams were cut" in text
 
 

@@ -101,7 +101,7 @@ def _capture() -> bytes:
     return b"".join(
         [
             # no session ids: linked by history. A refused opening, its retry, turn 2, a refused
-            # turn 3 and its retry (the audit's reproduction, F1)
+            # turn 3 and its retry (the reported reproduction)
             _exchange(_at(0), "c-1a", 1, answered=None),
             _exchange(_at(2), "c-1b", 1, answered=SNAPSHOT),
             _exchange(_at(60), "c-2", 2, answered=SNAPSHOT, prompt=4222, cached=4096),

@@ -277,6 +277,18 @@ def test_conversation_turns_split_input_into_read_and_miss_with_the_cause(con) -
             ),
         ],
     )
+    # r2's break money as break_costs prices it; r1 (a cold start) lost 0 and has no currency
+    shadow(
+        con,
+        "break_costs",
+        "request_id VARCHAR, lost_cost DOUBLE, currency VARCHAR",
+        [("r1", 0.0, None), ("r2", 0.0012, "USD")],
+    )
+    money = con.execute(
+        "SELECT turn, lost_cost, currency FROM report_conversation_turns"
+        " WHERE conversation_id = 'A' ORDER BY turn"
+    ).fetchall()
+    assert money == [(1, 0.0, None), (2, 0.0012, "USD"), (3, None, None)]
     got = con.execute(
         "SELECT turn, input_tokens, read_tokens, miss_tokens, expected_read_tokens, cause,"
         " excerpt FROM report_conversation_turns WHERE conversation_id = 'A' ORDER BY turn"

@@ -117,3 +117,27 @@ def test_the_weekly_page_opens_with_the_findings_and_writes_the_pages_they_link(
     assert top[0] in first[:5000] and top[1] in first[:5000]
     linked = re.findall(r'href="(conversation-[^"]+)"', first[: first.index("</table>")])
     assert linked and all((out / name).exists() for name in linked)
+
+
+def test_the_conversation_page_shows_each_breaks_money_in_its_row(
+    demo: tuple[Warehouse, Any], tmp_path: Path
+) -> None:
+    from pipeline.reports.conversation import generate_conversation
+    from pipeline.reports.numbers import money
+
+    wh, con = demo
+    ((cid,),) = con.sql(
+        "SELECT conversation_id FROM break_costs WHERE lost_cost > 0"
+        " GROUP BY 1 ORDER BY sum(lost_cost) DESC LIMIT 1"
+    ).fetchall()
+    breaks = con.execute(
+        "SELECT turn, lost_cost, currency FROM break_costs"
+        " WHERE conversation_id = ? AND lost_cost > 0 ORDER BY turn",
+        [cid],
+    ).fetchall()
+    page = generate_conversation(wh, tmp_path, cid, now=NOW).read_text(encoding="utf-8")
+    rows = re.findall(r"<tr><td class=\"num\">(\d+)</td>(.*?)</tr>", page)
+    by_turn = {int(turn): cells for turn, cells in rows}
+    assert breaks
+    for turn, cost, currency in breaks:
+        assert f"<td>{money(cost)} {currency}</td>" in by_turn[turn], turn

@@ -82,7 +82,7 @@ def test_a_flat_responses_error_event_keeps_its_code_as_the_error_type() -> None
 
 def test_a_gemini_error_after_partial_output_leaves_usage_unknown() -> None:
     # The counts of a chunk before the finish chunk are running totals, the prompt count too
-    # (rulebook section 5: it can drop in the last chunk), so none of them is final.
+    # (Gemini's prompt count can drop in the last chunk), so none of them is final.
     usage = {"promptTokenCount": 7, "candidatesTokenCount": 10}
     body = sse(
         {"candidates": [{"content": {"parts": [{"text": "x"}]}}], "usageMetadata": usage},

@@ -191,7 +191,7 @@ def test_a_gemini_json_array_cut_mid_element_keeps_earlier_chunks_and_is_interru
     ex = exchange_for(name)
     ex.url = ex.url.replace("?alt=sse", "")
     # First two chunks complete, the third cut in half: their counts are running totals that
-    # can still change, the prompt count too (rulebook section 5), so usage is unknown.
+    # can still change, the prompt count too (running totals until the end), so usage is unknown.
     ex.response_body = b"[" + chunks[0] + b",\n" + chunks[1] + b",\n" + chunks[2][:50]
     row = normalise(ex, "cut").row
     assert row["outcome"] == "interrupted"

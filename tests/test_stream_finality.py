@@ -95,7 +95,7 @@ def test_a_countless_usage_metadata_is_no_usage_report_in_a_plain_response() -> 
 
 
 def prompt_count_changes() -> list[dict[str, Any]]:
-    """The rulebook's sample: promptTokenCount 15 in early chunks, 13 in the last."""
+    """The real Gemini 2.0 sample: promptTokenCount 15 in early chunks, 13 in the last."""
     from conftest import SAMPLES
 
     raw = (SAMPLES / "gemini_2_0_stream_prompt_count_changes.sse").read_bytes()

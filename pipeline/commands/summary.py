@@ -47,11 +47,12 @@ def summary(
     prices: PricesOpt = None,
     rules: RulesOpt = None,
 ) -> None:
-    """Headline numbers: requests, tokens, hit ratio, cost, savings, left on the table.
+    """Headline numbers: requests, tokens, hit ratio, cost, savings, money lost.
 
     Input and output tokens and the token-weighted hit ratio, each with the requests it leaves
-    out as unknown; cost, savings and what was left on the table per currency, with the unpriced
-    requests (and why, in words) and the priced ones whose savings or left on the table are
+    out as unknown; cost, savings and what the provider served below its own caching rules
+    per currency, with the unpriced requests (and why, in words) and the priced ones whose
+    savings or shortfall are
     unknown counted.
 
     With --by day, model, agent or session: one row per group, for the days from --since to
@@ -214,7 +215,7 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
         typer.echo(
             f"cost ({row['currency']}):          {_amount(row['cost_total'])}"
             f"  saved by caching {_amount(row['savings'])}"
-            f"  left on the table {_amount(row['left_on_table'])}"
+            f"  provider below its own rules {_amount(row['left_on_table'])}"
             f"  ({_priced_note(row)})"
         )
     if unpriced is not None and unpriced["requests_unpriced"]:
@@ -247,7 +248,7 @@ def _priced_note(row: dict[str, Any]) -> str:
         f"{what} unknown for {n:,}"
         for what, n in (
             ("savings", row["requests_savings_unknown"]),
-            ("left on the table", row["requests_ideal_unknown"]),
+            ("provider below its own rules", row["requests_ideal_unknown"]),
         )
         if n
     ]

@@ -18,11 +18,11 @@ https://api-docs.deepseek.com/guides/kv_cache):
 
 Streams: usage is the LAST non-null `usage` (OpenAI: a `choices: []` chunk; DeepSeek/Zhipu: the
 finish chunk that still has choices[0]); `usage: null` on earlier chunks is ignored, and so is an
-all-zero placeholder that some gateways put on early chunks (rulebook 8.4 [ISS-CLIPROXY]): a
-usage object before the finish chunk whose prompt, completion and total counts are all 0 or
-absent is not a count, so a stream cut after it has unknown usage, never 0 tokens. An in-band
-error (`event: error` as Groq sends, or an `error` object inside a chunk as OpenRouter sends) makes
-the outcome stream_error. A stream with neither `[DONE]` nor a finish_reason nor usage ended early:
+all-zero placeholder that some gateways put on early chunks (seen from proxies that relay several
+APIs): a usage object before the finish chunk whose prompt, completion and total counts are all 0 or
+absent is not a count, so a stream cut after it has unknown usage, never 0 tokens. An in-band error
+(`event: error` as Groq sends, or an `error` object inside a chunk as OpenRouter sends) makes the
+outcome stream_error. A stream with neither `[DONE]` nor a finish_reason nor usage ended early:
 interrupted, usage unknown.
 
 Extended retention: `prompt_cache_retention: "24h"` (OpenAI; `in_memory` is the default) is
@@ -83,8 +83,8 @@ USAGE_MAP = DialectMap(
             src("prompt_tokens_details.cache_write_tokens"),
             src("prompt_tokens_details.cache_creation_input_tokens"),
             src("cache_creation_input_tokens"),
-            note="OpenAI 2026 / OpenRouter, then DashScope (nested per the rulebook; top-level "
-            "accepted too, unconfirmed). DeepSeek never reports writes",
+            note="OpenAI 2026 / OpenRouter, then DashScope (nested, as its responses carry it; "
+            "top-level accepted too, unconfirmed). DeepSeek never reports writes",
         ),
         "cache_write_1h_tokens": never("No TTL split in this dialect"),
         "output_tokens": first(src("completion_tokens"), note="Includes reasoning."),
@@ -171,8 +171,8 @@ _PLACEHOLDER_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 def _is_placeholder(raw: Any) -> bool:
     """A usage object with no count in it: prompt, completion and total all 0 or absent. Some
-    gateways put one on early chunks (rulebook 8.4 [ISS-CLIPROXY]); before the finish chunk it
-    is not a usage report. (After it, it is what the server reported as final.)"""
+    gateways put one on early chunks (seen from proxies that relay several APIs); before the finish
+    chunk it is not a usage report. (After it, it is what the server reported as final.)"""
     return isinstance(raw, dict) and not any(raw.get(key) for key in _PLACEHOLDER_COUNTS)
 
 

@@ -4,15 +4,17 @@
 The model id comes from the URL path, percent-decoded (`us.anthropic...-v1%3A0` -> `...-v1:0`);
 Bedrock responses do not name the model.
 
-Usage (rulebook section 7): `inputTokens` EXCLUDES `cacheReadInputTokens` and
-`cacheWriteInputTokens` (observed: totalTokens 1329 = 2 + 5 + 1322), so the prompt total is the
-sum of the three. Real responses also carry duplicate `cacheReadInputTokenCount` /
-`cacheWriteInputTokenCount`; either name is accepted. When a cache field is absent (no
-cachePoint in the request, e.g. the Nova stream sample: 13 + 82 = 95) its count comes from
-`totalTokens`, which includes the cache (rulebook section 7, "trust the arithmetic"): total =
-input + output means no cache tokens, so reads and writes are 0, not unknown; one absent field
-is the rest of the total. Only when both are absent and the total exceeds input + output is the
-split unknown (NULL), the prompt total still being input + that rest. usage_semantics says
+Usage (docs/providers.md;
+https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html): `inputTokens`
+EXCLUDES `cacheReadInputTokens` and `cacheWriteInputTokens` (observed: totalTokens 1329 = 2 + 5 +
+1322), so the prompt total is the sum of the three. Real responses also carry duplicate
+`cacheReadInputTokenCount` / `cacheWriteInputTokenCount`; either name is accepted. When a cache
+field is absent (no cachePoint in the request, e.g. the Nova stream sample: 13 + 82 = 95) its count
+comes from `totalTokens`, which includes the cache (seen in real responses, though the API reference
+describes the total as input plus output, so the arithmetic is trusted): total = input + output
+means no cache tokens, so reads and writes are 0, not unknown; one absent field is the rest of the
+total. Only when both are absent and the total exceeds input + output is the split unknown (NULL),
+the prompt total still being input + that rest. usage_semantics says
 `bedrock_exclusive_cache_from_total` whenever a count came from the total. Bedrock reports no
 reasoning count.
 
@@ -68,10 +70,10 @@ USAGE_MAP = DialectMap(
         "Model id from the URL path (`/model/{id}/converse`), percent-decoded.",
         "HTTP error type from the `x-amzn-errortype` header; in-stream `exception` messages "
         "are stream_error with the `:exception-type` header as error_type.",
-        "An absent cache field comes from `totalTokens`, which includes the cache (rulebook "
-        "section 7): total = input + output means reads and writes of 0; one absent field is the "
-        "rest of the total; both absent with a larger total leaves them unknown and adds the rest "
-        "to input_tokens. usage_semantics is then `bedrock_exclusive_cache_from_total`.",
+        "An absent cache field comes from `totalTokens`, which includes the cache in "
+        "real responses: total = input + output means reads and writes of 0; one absent field "
+        "is the rest of the total; both absent with a larger total leaves them unknown and adds "
+        "the rest to input_tokens. usage_semantics is then `bedrock_exclusive_cache_from_total`.",
     ),
 )
 
@@ -152,8 +154,8 @@ def _count(value: Any) -> int | None:
 
 def _cache_from_total(view: dict[str, Any]) -> int | None:
     """Fill the cache counts a response left out from its totalTokens, which includes them
-    (rulebook section 7: 1329 = 2 + 5 + 1322, "trust the arithmetic"). Returns the cache tokens
-    whose split stays unknown (both fields absent, total above input + output), else None."""
+    (real responses: 1329 = 2 + 5 + 1322). Returns the cache tokens whose split stays unknown
+    (both fields absent, total above input + output), else None."""
     inp, out, tot = (_count(view.get(k)) for k in ("inputTokens", "outputTokens", "totalTokens"))
     missing = [name for name in _CACHE_FIELDS if view.get(name) is None]
     known = [_count(view.get(name)) for name in _CACHE_FIELDS if name not in missing]

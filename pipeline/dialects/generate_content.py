@@ -4,7 +4,8 @@ Vertex AI paths).
 The model comes from the URL path (`.../models/gemini-2.5-flash:streamGenerateContent`); the
 response's `modelVersion`, when present, is what the `model` column shows.
 
-Usage (rulebook section 5), from `usageMetadata`:
+Usage (docs/providers.md; https://ai.google.dev/api/generate-content#UsageMetadata), from
+`usageMetadata`:
 - input = `promptTokenCount`, which INCLUDES `cachedContentTokenCount`;
 - output = `candidatesTokenCount` + `thoughtsTokenCount`: thoughts are billed as output but
   are NOT inside candidatesTokenCount; reasoning = thoughtsTokenCount;
@@ -13,18 +14,18 @@ Usage (rulebook section 5), from `usageMetadata`:
   `promptTokenCount` nor `totalTokenCount` (Vertex sends `{"trafficType": "ON_DEMAND"}` on
   every frame but the last) is no usage report at all: it is skipped, never read as 0 tokens;
 - Gemini reports no cache writes (explicit caches are created by a separate cachedContents
-  call), so cache_write is NULL. `toolUsePromptTokenCount` is left in raw_usage: the rulebook's
-  input total is promptTokenCount.
+  call), so cache_write is NULL. `toolUsePromptTokenCount` is left in raw_usage: the input
+  total is promptTokenCount.
 
-Streams: with `?alt=sse`, SSE events separated by `\\r\\n\\r\\n`; without it, one JSON array of
-the same objects. Every chunk carries RUNNING totals that can even go down (promptTokenCount 15
-in early chunks, 13 in the last: rulebook section 5), so the LAST usage report is taken, never a
-sum or a max, and only when it is final: on the chunk with the `finishReason` or after it.
-Counts from an earlier chunk are not final, prompt side included, so a stream whose last usage
-report came before its finish chunk (cut, ended by an error, or a finish chunk without
-usageMetadata) has unknown usage (NULL), not the running totals. A stream with no
-`finishReason` was cut (interrupted). An `error` object in a chunk, or a bare JSON error body
-after the last SSE event (Vertex ends a 200 stream that way), makes it a stream_error.
+Streams: with `?alt=sse`, SSE events separated by `\\r\\n\\r\\n`; without it, one JSON array of the
+same objects. Every chunk carries RUNNING totals that can even go down (promptTokenCount 15 in early
+chunks, 13 in the last, in a real Gemini 2.0 stream), so the LAST usage report is taken, never a sum
+or a max, and only when it is final: on the chunk with the `finishReason` or after it. Counts from
+an earlier chunk are not final, prompt side included, so a stream whose last usage report came
+before its finish chunk (cut, ended by an error, or a finish chunk without usageMetadata) has
+unknown usage (NULL), not the running totals. A stream with no `finishReason` was cut (interrupted).
+An `error` object in a chunk, or a bare JSON error body after the last SSE event (Vertex ends a 200
+stream that way), makes it a stream_error.
 
 Prompt order for segments (not documented by Google, ASSUMED): `cachedContent` (the explicit
 cache is the prefix), then tools, then `systemInstruction`, then `contents` in order.
@@ -155,7 +156,7 @@ def _chunks(body: bytes, stream: bool) -> tuple[list[tuple[Any, int]], bool]:
     if is_stream_body(body, stream):
         chunks = [(obj, end) for _, obj, end in iter_sse_json(body) if isinstance(obj, dict)]
         # Vertex may end a 200 stream with its error body written bare, without `data:`
-        # (rulebook 8.5: errors after HTTP 200 arrive in-band). SSE framing drops such lines,
+        # (errors after HTTP 200 arrive in-band). SSE framing drops such lines,
         # so the text after the last SSE line is read here, for this dialect only, and kept
         # only when it is an error object.
         tail = trailing_json(body)
@@ -195,7 +196,7 @@ def parse_response(
         model = as_str(chunk.get("modelVersion")) or model
         reasoning, text, chunk_finish = _part_flags(chunk)
         finish = chunk_finish or finish
-        if is_usage_report(chunk.get("usageMetadata")):  # rulebook 8.4: last non-null usage
+        if is_usage_report(chunk.get("usageMetadata")):  # the last usage report wins
             usage_raw = chunk["usageMetadata"]
             usage_final = finish is not None
         if reasoning and first_reasoning is None:

@@ -1,12 +1,12 @@
 """Google Gemini Interactions API (`POST /v1beta/interactions`), streamed and not.
 
-Usage (rulebook section 5, "Interactions API"): `usage.total_input_tokens`,
-`total_cached_tokens`, `total_output_tokens`, `total_thought_tokens`. Whether cached tokens sit
-inside total_input_tokens is not established; we take them as inside (inference, as for
-generateContent; Google's caching page points at total_cached_tokens as the hit count).
-Thoughts are NOT inside total_output_tokens: in both real samples total_tokens = input + output
-+ thought (7 + 19 + 32 = 58; 7 + 26 + 115 = 148), so output = total_output + total_thought, as
-for generateContent.
+Usage (docs/providers.md; https://ai.google.dev/gemini-api/docs/caching):
+`usage.total_input_tokens`, `total_cached_tokens`, `total_output_tokens`, `total_thought_tokens`.
+Whether cached tokens sit inside total_input_tokens is not established; we take them as inside
+(inference, as for generateContent; Google's caching page points at total_cached_tokens as the hit
+count). Thoughts are NOT inside total_output_tokens: in both real samples total_tokens = input +
+output + thought (7 + 19 + 32 = 58; 7 + 26 + 115 = 148), so output = total_output + total_thought,
+as for generateContent.
 
 Streams: events carry `event_type`; usage is on `interaction.completed` (the interaction
 object). No `interaction.completed`: interrupted. An `error` event, or a completed interaction

@@ -47,6 +47,8 @@ def render_markdown(maps: list[DialectMap]) -> str:
         "not reported (unknown), never 0. `uncached_input_tokens` is always",
         "`input_tokens - cache_read_tokens - cache_write_tokens`, an unreported write counting as",
         "none. In every dialect `input_tokens` is ALL prompt tokens, cached ones included.",
+        "Why each provider is read this way, with links to its documentation, and the cache",
+        "rules assumed for it: [providers.md](providers.md).",
         "",
         "Impossible values are unknown, in every dialect and in OTel spans: a negative count or",
         "cost makes its column NULL (no fallback to another field, no 0). When cache read + cache",

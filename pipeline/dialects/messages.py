@@ -1,10 +1,10 @@
 """Anthropic Messages (`POST /v1/messages`), streamed and not.
 
-Usage (rulebook section 4): `input_tokens` EXCLUDES the cache, so the prompt total is
-input + cache_creation + cache_read. 5-minute and 1-hour writes are kept apart:
-`cache_write_tokens` = cache_creation_input_tokens (all lifetimes), `cache_write_1h_tokens` =
-`cache_creation.ephemeral_1h_input_tokens`. Reasoning: `output_tokens_details.thinking_tokens`
-(already inside output_tokens).
+Usage (docs/providers.md; https://docs.anthropic.com/en/api/messages): `input_tokens` EXCLUDES the
+cache, so the prompt total is input + cache_creation + cache_read. 5-minute and 1-hour writes are
+kept apart: `cache_write_tokens` = cache_creation_input_tokens (all lifetimes),
+`cache_write_1h_tokens` = `cache_creation.ephemeral_1h_input_tokens`. Reasoning:
+`output_tokens_details.thinking_tokens` (already inside output_tokens).
 
 Streams: usage starts from `message_start.message.usage` and every `message_delta.usage` then
 overwrites the fields it carries (they are cumulative, so the LAST delta wins; older streams
@@ -15,7 +15,7 @@ of usage is kept (message_start's output_tokens is a placeholder, so output is N
 
 Compaction (`usage.iterations[]`): the top-level fields describe only the LAST iteration, while
 every iteration is a sampling pass that read its own prompt and is billed. We therefore SUM the
-iterations for every column when `iterations` is present (inference from the rulebook and
+iterations for every column when `iterations` is present (our reading of
 Anthropic's compaction docs: "top-level usage does not include the compaction iteration").
 
 Prompt order for segments: tools, then system, then messages: the order Anthropic documents

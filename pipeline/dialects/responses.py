@@ -1,6 +1,7 @@
 """OpenAI Responses API (`POST /v1/responses`; also DeepSeek's `/responses`), streamed and not.
 
-Usage (rulebook section 3): `input_tokens` INCLUDES `input_tokens_details.cached_tokens`;
+Usage (docs/providers.md; https://platform.openai.com/docs/api-reference/responses/object):
+`input_tokens` INCLUDES `input_tokens_details.cached_tokens`;
 `input_tokens_details.cache_write_tokens` where present (absent in older captures: unknown);
 `output_tokens` includes `output_tokens_details.reasoning_tokens`.
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from string import Template
 
-from pipeline import __version__
+from pipeline import __version__, resources
 from pipeline.reports import bundle, escape
 from pipeline.reports.section import Section
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent.parent / "reports"
+TEMPLATE_DIR = resources.folder("reports")
 
 
 @cache

@@ -63,7 +63,7 @@ class _DeepSeekSpace:
 
 
 class DeepSeekCache:
-    """Persisted prefix units (A3): a request hits the longest *ready* unit it fully contains.
+    """Persisted prefix units (DeepSeek V4): the longest *ready* unit a request fully contains.
 
     Units are persisted at the end of each request's input (on arrival), at the end of its
     output (when the answer ends), at the common prefix with each earlier request (on arrival),
@@ -139,7 +139,7 @@ class _Entry:
 
 
 class OpenAICache:
-    """Automatic prefix caching (A4): cached = the common prefix with any live earlier prompt,
+    """Automatic prefix caching (OpenAI): cached = the common prefix with any live earlier prompt,
     0 below 1024 tokens, else rounded down to 1024 + k*128. Entries live `ttl_s` after last use
     (in_memory ~10 min, or 24 h with prompt_cache_retention="24h")."""
 
@@ -189,7 +189,7 @@ class _Breakpoint:
 
 
 class AnthropicCache:
-    """Explicit breakpoints (A5). For each breakpoint (the last 4 kept), the system looks for a
+    """Explicit breakpoints (Anthropic). For each breakpoint (the last 4 kept), it looks for a
     live entry at that block boundary and the 19 before it (20 boundaries); the longest one found
     is read. Every breakpoint past the read, at least `min_tokens` long, is written; written
     tokens run from the read (or the previous write) to the breakpoint, billed at its TTL. A hit

@@ -17,7 +17,7 @@ from pathlib import Path
 
 RULES_CSV = Path(__file__).resolve().parent.parent / "rules" / "cache_rules.csv"
 
-# --- DeepSeek (A3) -------------------------------------------------------------------------------
+# --- DeepSeek ----------------------------------------------------------------------------------
 # "Cache construction takes seconds": a persisted unit is usable only after this delay.
 DEEPSEEK_BUILD_DELAY_S = 2.0
 # "usually cleared within a few hours to a few days": we keep units for 6 h after last use.
@@ -30,18 +30,19 @@ DEEPSEEK_INTERVAL_TOKENS = 0
 # How many earlier requests per namespace are kept for common-prefix detection.
 DEEPSEEK_HISTORY = 256
 
-# --- OpenAI (A4) ---------------------------------------------------------------------------------
+# --- OpenAI ------------------------------------------------------------------------------------
 OPENAI_MIN_TOKENS = 1024  # "automatic for prompts of 1024 tokens or more"
 OPENAI_STEP_TOKENS = 128  # "cached length grows in 128-token steps: 1024, 1152, 1280, ..."
 OPENAI_TTL_IN_MEMORY_S = 10 * 60.0  # "usually 5-10 minutes of inactivity"; we take the upper end
 OPENAI_TTL_24H_S = 24 * 3600.0  # prompt_cache_retention = "24h"
 
-# --- Anthropic (A5) ------------------------------------------------------------------------------
+# --- Anthropic ---------------------------------------------------------------------------------
 ANTHROPIC_MAX_BREAKPOINTS = 4  # "up to 4 breakpoints; extra ones keep only the last 4"
 ANTHROPIC_LOOKBACK_BLOCKS = 20  # "up to approximately 20 blocks before your explicit breakpoint"
 ANTHROPIC_TTL_S = {"5m": 5 * 60.0, "1h": 3600.0}
 ANTHROPIC_DEFAULT_MIN_TOKENS = 1024
-# Minimum cacheable prefix by model-name fragment, first match wins (A5 "Minimum length").
+# Minimum cacheable prefix by model-name fragment, first match wins (Anthropic's
+# prompt-caching page lists the minimum per model).
 ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
     ("opus-4-5", 4096),
     ("haiku-4-5", 4096),
@@ -92,7 +93,7 @@ def anthropic_min_tokens(model: str) -> int:
 
 
 def openai_cacheable(common_prefix: int, model: str = "*") -> int:
-    """A7: 0 below 1024, else 1024 + 128 * floor((LCP - 1024) / 128)."""
+    """OpenAI's cached length: 0 below 1024, else 1024 + 128 * floor((LCP - 1024) / 128)."""
     minimum = int(table_number("openai", model, "min_tokens") or OPENAI_MIN_TOKENS)
     step = int(table_number("openai", model, "granularity_tokens") or OPENAI_STEP_TOKENS)
     if common_prefix < minimum:

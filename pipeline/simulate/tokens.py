@@ -11,10 +11,10 @@ its compact sorted-key JSON; each message is `<|role|>` plus its content (tool c
 `<|call|>` name arguments); then `<|assistant|>` as the generation prompt. The answer is the
 assistant body alone, so input + output is exactly the prefix of the next turn.
 
-Messages layout (Anthropic rules): blocks in the order tools -> system -> messages. Each tool is
-one block; system text blocks follow (the first starts with `<|system|>`); the first message
-block starts with one `<|config ...|>` token naming tool_choice and thinking, so changing either
-leaves tools and system cached and invalidates messages (caching-rules.md A5); each message's
+Messages layout (Anthropic rules): blocks in the order tools -> system -> messages. Each tool is one
+block; system text blocks follow (the first starts with `<|system|>`); the first message block
+starts with one `<|config ...|>` token naming tool_choice and thinking, so changing either leaves
+tools and system cached and invalidates messages (Anthropic's prompt-caching page); each message's
 first block starts with `<|role|>`. No generation-prompt token.
 """
 

@@ -16,7 +16,8 @@ CAPTION = (
     "Each bar is one request of the conversation: its input tokens split into those read from"
     " the provider's cache (green) and those sent uncached (red). The black tick is the read the"
     " provider's own caching rules would have allowed; a marker above a bar names the cause when"
-    " the cached prefix broke. The table lists every turn with the change that broke the prefix."
+    " the cached prefix broke. The table lists every turn with the change that broke the prefix"
+    " and the money that break lost at the day's price."
 )
 # Why a turn can show a small expected read beside a large loss: two baselines, both true
 EXPECTED_VS_LOST = (
@@ -35,6 +36,7 @@ COLUMNS = (
     Column("cause", "Cause"),
     Column("change_class", "Change"),
     Column("tokens_lost", "Tokens lost", "int"),
+    Column("money", "Money lost"),
     Column("excerpt", "Diff excerpt", "code"),
 )
 
@@ -104,6 +106,16 @@ def chart(rows: list[Row]) -> alt.LayerChart:
     return result
 
 
+def _with_money(row: Row) -> Row:
+    """The money a break lost (`0.0012 USD`; 0 for a break that lost no token), blank for a
+    turn without a break, unknown (—) when its loss or price is unknown."""
+    from pipeline.reports.numbers import money
+
+    cost = row.get("lost_cost")
+    text = None if cost is None else f"{money(cost)} {row.get('currency') or ''}".rstrip()
+    return {**row, "money": "" if row.get("cause") is None else text}
+
+
 def build(rows: list[Row]) -> Section:
     breaks = sum(1 for r in rows if r["cause"] not in (None, "cold_start"))
     caption = (
@@ -118,7 +130,9 @@ def build(rows: list[Row]) -> Section:
             f" Tokens lost is unknown (\u2014) for {count(unknown, 'break')}: a token count it"
             " needs was not reported."
         )
-    section = Section("turns", TITLE, caption, body_html=table(COLUMNS, rows))
+    section = Section(
+        "turns", TITLE, caption, body_html=table(COLUMNS, [_with_money(r) for r in rows])
+    )
     plotted = [r for r in rows if r["input_tokens"] is not None]
     if plotted:
         section.charts.append(PageChart("conversation-turns", spec(chart(plotted))))

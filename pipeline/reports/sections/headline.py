@@ -1,5 +1,5 @@
-"""Headline numbers: requests, tokens, hit ratio, cost, savings, left on the table, and how many
-requests had unknown usage or no price (counted, never hidden)."""
+"""Headline numbers: requests, tokens, hit ratio, cost, savings, the provider below its own
+caching rules, and how many requests had unknown usage or no price (counted, never hidden)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ TITLE = "This week in numbers"
 CAPTION = (
     "Hit ratio is token-weighted: cache-read tokens divided by input tokens, over requests that"
     " reported both. Cost uses the price in force at each request's own time; savings compare it"
-    " with the same requests priced without caching; left on the table is what reading every"
-    " reusable prefix from cache would have saved on top (never negative: a request that read"
-    " more than expected counts 0). A dash means unknown, never zero."
+    " with the same requests priced without caching; provider below its own rules is what the"
+    " provider would have saved you on top had it read every prefix its own caching rules allow"
+    " for the prompts as sent (never negative: a request that read more counts 0). Money lost"
+    " to prompt changes is another figure: see What to fix. A dash means unknown, never zero."
 )
 
 
@@ -87,9 +88,9 @@ def _cost_cards(rows: list[Row]) -> list[str]:
                 + count(row["requests_savings_unknown"], "request"),
             ),
             _card(
-                "Left on the table",
+                "Provider below its own rules",
                 _money(row["left_on_table"], cur),
-                "reusable but not read; unknown for "
+                "cacheable by its rules but not read; unknown for "
                 + count(row["requests_left_unknown"], "request"),
             ),
         ]
@@ -127,7 +128,9 @@ def build(data: WeekData) -> Section:
         )
         cards += _simulated_card(rows[0])
     if cost_reason := missing_reason(COST_VIEW, VIEWS[COST_VIEW]):
-        cards.append(_card("Cost, savings, left on the table", "", f"not available: {cost_reason}"))
+        cards.append(
+            _card("Cost, savings, provider shortfall", "", f"not available: {cost_reason}")
+        )
     else:
         cards += _cost_cards(data.get(COST_VIEW))
     section.body_html = f'<div class="cards">{"".join(cards)}</div>'
