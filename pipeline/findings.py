@@ -10,6 +10,21 @@ from typing import Any
 
 import duckdb
 
+# The causes queries/cache_breaks.sql names (schemas/cache_breaks.json lists the same), in the
+# order it tries them: `check --fail-on` refuses any other word, so a typo cannot pass a gate.
+CAUSES = (
+    "cold_start",
+    "expired",
+    "model_changed",
+    "tools_changed",
+    "system_changed",
+    "history_rewritten",
+    "below_minimum",
+    "provider_miss",
+)
+
+# What `findings` shows in a terminal (every column is in --format csv/json): the fix last, so
+# a long one is read whole rather than cut.
 TOP_COLUMNS = (
     "scope",
     "cause",
@@ -19,6 +34,7 @@ TOP_COLUMNS = (
     "currency",
     "lost_cost",
     "saving_per_week",
+    "example_request_id",
     "fix",
 )
 
@@ -81,8 +97,10 @@ def check(
 ) -> Verdict:
     """Compare the warehouse's breaks with the limits. lost share = tokens lost to breaks /
     input tokens, over the requests whose input is known."""
+    # No finding at all is a loss of 0 (nothing broke); findings whose loss is all unknown
+    # leave the share unknown.
     lost, inputs = con.execute(
-        "SELECT (SELECT sum(tokens_lost) FROM findings),"
+        "SELECT (SELECT CASE WHEN count(*) = 0 THEN 0 ELSE sum(tokens_lost) END FROM findings),"
         " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL)"
     ).fetchone() or (None, None)
     share = float(lost) / float(inputs) if lost is not None and inputs else None

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import run_cli
 
+from pipeline import findings as findings_lib
 from pipeline import sql as sqlmod
 from pipeline.demo import write_demo
 from pipeline.errors import ExitCode
@@ -118,3 +119,96 @@ def test_findings_over_a_period_group_only_its_breaks_and_unbounded_equal_the_vi
     assert sum(r["turns"] for r in rows) == by_hand[0] > 0
     assert sum(r["lost_cost"] or 0 for r in rows) == pytest.approx(by_hand[1])
     assert all(since <= r["first_seen"] and r["last_seen"] < until for r in rows)
+
+
+def test_check_passes_with_a_lost_share_of_0_on_traffic_without_breaks(tmp_path: Path) -> None:
+    # one request, a conversation's first turn: nothing earlier to reuse, so nothing lost
+    wh = Warehouse(tmp_path / "warehouse")
+    ingest([Path(__file__).parent / "fixtures" / "breaks" / "cold_start.jsonl"], wh, workers=1)
+    done = run_cli("check", "-w", str(wh.root))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["ok", "lost share: 0.0000"]
+    listed = run_cli("findings", "-w", str(wh.root))
+    assert listed.returncode == 0
+    assert "no findings: no cache break" in listed.stderr
+
+
+def test_check_words_a_finding_without_a_change_class_as_summary_does(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    breaks, tokens, money = con.execute(
+        "SELECT count(*), sum(c.tokens_lost), sum(b.lost_cost) FROM cache_breaks c"
+        " JOIN break_costs b USING (request_id)"
+        " WHERE c.agent = 'code-agent' AND c.cause = 'expired'"
+    ).fetchone()
+    done = run_cli("check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "expired")
+    assert done.returncode == 7
+    line = next(ln for ln in done.stdout.splitlines() if "code-agent" in ln)
+    assert line == (
+        f"  code-agent: expired, {breaks} turns, {tokens:,} tokens lost, {money:.4f} USD"
+        " - send within the cache lifetime, or ask for the longer retention where the provider"
+        " offers it"
+    )
+
+
+def test_findings_table_shows_the_fix_whole_and_the_money_to_4_places(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    tokens, money = con.execute(
+        "SELECT sum(c.tokens_lost), sum(b.lost_cost) FROM cache_breaks c"
+        " JOIN break_costs b USING (request_id)"
+        " WHERE c.agent = 'code-agent' AND c.cause = 'expired'"
+    ).fetchone()
+    done = run_cli("findings", "-w", str(wh), "--agent", "code-agent")
+    assert done.returncode == 0, done.stderr
+    header, _, *rows = done.stdout.splitlines()
+    assert header.split()[-2:] == ["example_request_id", "fix"]
+    expired = next(r for r in rows if " expired " in r)
+    assert f" {tokens:,} " in expired and f" {money:.4f} " in expired
+    assert expired.endswith("where the provider offers it")  # the fix, not cut
+    nobody = run_cli("findings", "-w", str(wh), "--agent", "nobody")
+    assert nobody.stdout.splitlines()[0].split()[0] == "scope"
+    assert "no findings for the period or agent asked" in nobody.stderr
+
+
+def test_check_refuses_a_cause_it_does_not_know_so_a_typo_cannot_pass_a_gate(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, _ = demo
+    done = run_cli("check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "system_chnged")
+    assert done.returncode == ExitCode.USAGE
+    assert "'system_chnged' is not a cause" in done.stderr
+    assert "system_changed" in done.stderr  # the hint lists the real ones
+
+
+def test_the_causes_check_accepts_are_those_cache_breaks_names() -> None:
+    schema = json.loads(
+        (Path(__file__).parents[1] / "schemas" / "cache_breaks.json").read_text(encoding="utf-8")
+    )
+    cause = next(c for c in schema["columns"] if c["name"] == "cause")["description"]
+    named = [w.strip(" .") for w in cause.replace(" or ", ", ").split(",")]
+    assert tuple(named) == findings_lib.CAUSES
+
+
+def test_check_github_annotations_go_to_stderr_so_json_on_stdout_still_parses(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    breaks, tokens, money = con.execute(
+        "SELECT count(*), sum(c.tokens_lost), sum(b.lost_cost) FROM cache_breaks c"
+        " JOIN break_costs b USING (request_id) WHERE c.cause = 'expired'"
+    ).fetchone()
+    done = run_cli(
+        "check", "-w", str(wh), "--max-lost-share", "1", "--fail-on", "expired", "-f", "json",
+        "--github",
+    )  # fmt: skip
+    assert done.returncode == 7
+    assert json.loads(done.stdout)["broken"] == [f"cause expired: {breaks} breaks"]
+    notes = [ln for ln in done.stderr.splitlines() if ln.startswith("::error ")]
+    assert notes == [
+        f"::error title=cache break expired::code-agent: expired, {breaks} turns, {tokens:,}"
+        f" tokens lost, {money:.4f} USD - send within the cache lifetime, or ask for the longer"
+        " retention where the provider offers it"
+    ]

@@ -97,6 +97,11 @@ def test_usage_of_a_command_taking_several_paths_reads_paths_dots() -> None:
     assert usage.split() == ["Usage:", "cacheaudit", "ingest", "[OPTIONS]", "PATHS..."]
 
 
+def test_usage_of_capture_run_names_its_command_once_with_three_dots() -> None:
+    usage = next(line for line in _help(["capture", "run"]).splitlines() if "Usage:" in line)
+    assert usage.split()[-3:] == ["[--", "COMMAND", "[ARGS]...]"], usage
+
+
 def test_a_paragraph_becomes_one_line_and_an_example_keeps_its_lines() -> None:
     doc = """Title line.
 

@@ -48,7 +48,7 @@ def diagnose(
 
     $ cacheaudit diagnose --worst 5
     $ cacheaudit diagnose -r demo-001-007
-    $ cacheaudit diagnose -c demo-001 --all --breaks-only
+    $ cacheaudit diagnose -c research-agent-001 --all --breaks-only
     """
     from pipeline.diagnose import render, render_grouped, timeline
     from pipeline.warehouse import Warehouse

@@ -4,8 +4,9 @@ gate over them)."""
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,10 +23,21 @@ from pipeline.errors import LimitExceeded, UsageError
 
 def findings(
     since: Annotated[
-        datetime | None, typer.Option("--since", help="Only the breaks on or after (UTC).")
+        datetime | None,
+        typer.Option(
+            "--since",
+            metavar="DATE",
+            help="Only the breaks on or after this day or instant (UTC,"
+            " YYYY-MM-DD[THH:MM:SS]); every figure is then that period's.",
+        ),
     ] = None,
     until: Annotated[
-        datetime | None, typer.Option("--until", help="Only the breaks before (UTC).")
+        datetime | None,
+        typer.Option(
+            "--until",
+            metavar="DATE",
+            help="Only the breaks before this day or instant (UTC).",
+        ),
     ] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's.")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
@@ -37,10 +49,11 @@ def findings(
 
     One row per (agent, else conversation; cause; changed segment; change class; currency):
     turns affected, tokens and money lost, the saving per week if fixed (money lost over the
-    observed days x 7), an example with both sides of the change. With --since/--until the
-    breaks of that period are grouped again: every figure is the period's.
+    observed days x 7), an example request and the fix. With --since/--until the breaks of
+    that period are grouped again: every figure is the period's. --format csv or json adds every
+    column (where in the prompt, share of turns, first and last seen, both sides of the change).
 
-    cacheaudit findings --since 2026-11-01 --agent research-agent --format csv
+    $ cacheaudit findings --since 2026-11-01 --agent research-agent --format csv
     """
     from pipeline import findings as lib
     from pipeline import output
@@ -51,7 +64,35 @@ def findings(
     con = sqlmod.connect(
         existing_warehouse(warehouse), options=sql_options(prices, rules), only=["findings"]
     )
-    output.emit(lib.select(con, since=since, until=until, agent=agent), fmt, None)
+    rel = lib.select(con, since=since, until=until, agent=agent)
+    if fmt == "table":
+        written = _table(rel.select(*lib.TOP_COLUMNS))
+    else:
+        written = output.emit(rel, fmt, None)
+    if not written:
+        asked = " for the period or agent asked" if since or until or agent else ""
+        typer.echo(
+            f"no findings{asked}: no cache break after a conversation's first turn", err=True
+        )
+
+
+def _table(rel: Any) -> int:
+    """The findings for reading: tokens with separators, money to 4 places, numbers to the
+    right, the fix whole (it is the point of the row)."""
+    from pipeline import output
+
+    columns = list(rel.columns)
+    numbers = {"turns", "tokens_lost", "lost_cost", "saving_per_week"}
+    rows = [
+        tuple(
+            v if v is None or c not in numbers else (f"{v:,}" if isinstance(v, int) else f"{v:.4f}")
+            for c, v in zip(columns, row, strict=True)
+        )
+        for row in rel.fetchall()
+    ]
+    right = frozenset(i for i, c in enumerate(columns) if c in numbers)
+    output.write_table(columns, rows, sys.stdout, max_width=120, right=right)
+    return len(rows)
 
 
 def check(
@@ -65,11 +106,18 @@ def check(
     ] = None,
     fail_on: Annotated[
         list[str] | None,
-        typer.Option("--fail-on", help="Fail when any break has this cause (repeatable)."),
+        typer.Option(
+            "--fail-on",
+            help="Fail when any break has this cause (repeatable): expired, model_changed,"
+            " tools_changed, system_changed, history_rewritten, below_minimum, provider_miss.",
+        ),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
     github: Annotated[
-        bool, typer.Option("--github", help="Also print GitHub Actions ::error annotations.")
+        bool,
+        typer.Option(
+            "--github", help="Also print a GitHub Actions ::error annotation per finding (stderr)."
+        ),
     ] = False,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
     prices: PricesOpt = None,
@@ -80,13 +128,18 @@ def check(
     Lost share = tokens lost to cache breaks / input tokens (requests with known input).
     On failure the findings behind each broken limit are listed (stdout).
 
-    cacheaudit check -w warehouse --max-lost-share 0.05 --fail-on system_changed
+    $ cacheaudit check -w warehouse --max-lost-share 0.05 --fail-on system_changed
     """
     from pipeline import findings as lib
     from pipeline import sql as sqlmod
 
     if fmt not in ("text", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="one of text, json")
+    unknown = [c for c in fail_on or [] if c not in lib.CAUSES]
+    if unknown:
+        raise UsageError(
+            f"--fail-on {unknown[0]!r} is not a cause", hint="one of " + ", ".join(lib.CAUSES)
+        )
     con = sqlmod.connect(
         existing_warehouse(warehouse),
         options=sql_options(prices, rules),
@@ -106,22 +159,34 @@ def check(
         }
         typer.echo(json.dumps(doc, default=str))
     else:
-        share = "n/a" if verdict.lost_share is None else f"{verdict.lost_share:.4f}"
+        share = "unknown" if verdict.lost_share is None else f"{verdict.lost_share:.4f}"
         typer.echo(("FAIL: " + "; ".join(verdict.broken)) if verdict.broken else "ok")
         typer.echo(f"lost share: {share}")
         for f in verdict.findings:
-            money = (
-                "unpriced" if f["lost_cost"] is None else f"{f['lost_cost']:.4f} {f['currency']}"
-            )
-            typer.echo(
-                f"  {f['scope']}: {f['cause']} {f['change_class'] or ''} {f['turns']} turns,"
-                f" {f['tokens_lost']} tokens, {money} - {f['fix']}"
-            )
+            typer.echo(_finding_line(f))
     if github:
+        # On stderr, which the Actions runner reads for workflow commands as it reads stdout,
+        # so stdout stays the text or the one JSON document a program parses.
         for f in verdict.findings:
-            typer.echo(f"::error title=cache break {f['cause']}::{f['scope']}: {f['fix']}")
+            message = _finding_line(f).strip()
+            typer.echo(f"::error title=cache break {f['cause']}::{_escape(message)}", err=True)
     if verdict.broken:
         raise LimitExceeded("cache breaks over the limit: " + "; ".join(verdict.broken))
+
+
+def _finding_line(f: dict[str, Any]) -> str:
+    """One finding as `check` lists it, worded as `summary` words its top findings."""
+    what = f["cause"] + (f", {f['change_class']}" if f["change_class"] else "")
+    tokens = "unknown" if f["tokens_lost"] is None else f"{f['tokens_lost']:,}"
+    money = "unpriced" if f["lost_cost"] is None else f"{f['lost_cost']:.4f} {f['currency']}"
+    turns = f"{f['turns']} turn" + ("" if f["turns"] == 1 else "s")
+    return f"  {f['scope']}: {what}, {turns}, {tokens} tokens lost, {money} - {f['fix']}"
+
+
+def _escape(message: str) -> str:
+    """A workflow command's message with the characters that would end or corrupt it encoded,
+    as GitHub's toolkit encodes them (%, CR, LF)."""
+    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def register(app: typer.Typer) -> None:

@@ -44,7 +44,7 @@ class _Argument(TyperArgument):
         if not usage:
             return super().make_metavar(ctx, usage=usage)
         name = self.metavar or (self.name or "").upper()
-        if self.nargs != 1:
+        if self.nargs != 1 and not name.endswith("..."):  # a metavar may say it already
             name += "..."
         return name if self.required else f"[{name}]"
 

@@ -42,7 +42,9 @@ def _date(value: str | None, flag: str) -> date | None:
 def weekly(
     week: Annotated[str | None, typer.Option(help="ISO week, e.g. 2026-W48.")] = None,
     since: Annotated[str | None, typer.Option(help="First day (YYYY-MM-DD, UTC).")] = None,
-    until: Annotated[str | None, typer.Option(help="Last day, inclusive (YYYY-MM-DD).")] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Last day, inclusive (YYYY-MM-DD, UTC).")
+    ] = None,
     all_weeks: Annotated[
         bool, typer.Option("--all", help="Every week with data; skips unchanged weeks.")
     ] = False,
@@ -87,7 +89,9 @@ def weekly(
 
 
 def conversation(
-    conversation_id: Annotated[str, typer.Argument(help="conversation_id (see `conversations`).")],
+    conversation_id: Annotated[
+        str, typer.Argument(help="A conversation id, as `diagnose` and the weekly page name it.")
+    ],
     out: OutOpt = None,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
     prices: PricesOpt = None,
