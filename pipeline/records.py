@@ -52,6 +52,12 @@ class Usage:
     output_tokens: int | None = None  # reasoning included
     reasoning_tokens: int | None = None
     reported_cost: float | None = None
+    # Prompt tokens of the provider's own server-side tool calls (Gemini search grounding, URL
+    # context, code execution): billed as input and inside input_tokens.
+    tool_prompt_tokens: int | None = None
+    audio_input_tokens: int | None = None  # the audio part of input_tokens
+    audio_cache_read_tokens: int | None = None  # the audio part of cache_read_tokens
+    web_search_requests: int | None = None  # server-side web searches the provider billed
     # The whole prompt (input + cache) of each sampling pass when one response made several
     # (Anthropic compaction): a long-context price tier is chosen per pass, not on the sum.
     pass_prompt_tokens: list[int] | None = None

@@ -30,6 +30,8 @@ REASON_WORDS = {
     "no_price_for_cache_write_5m": "no established price for 5-minute cache writes",
     "no_price_for_cache_write_1h": "no established price for 1-hour cache writes",
     "no_price_for_output": "no established price for output at that time",
+    "audio_cache_split_unknown": "audio read from the cache, its share not reported",
+    "no_price_for_web_search": "web searches made, no established fee for them",
     "reported_cost_currency_unknown": "the reported cost has no currency",
 }
 

@@ -10,6 +10,10 @@
 --   (cache_write - cache_write_1h; or the provider's single write price), 1h writes, output.
 --   A long-context tier is chosen from the whole prompt of each sampling pass (the largest,
 --   for a compacted response); passes on both sides of a threshold leave the request unpriced.
+--   Audio input (and audio cache reads) at the row's audio prices where it has them, at the
+--   text prices where it has none. Server-side web searches at the row's fee per 1,000, in
+--   cost_web_search and inside cost_total; a response that reports no count pays no fee, one
+--   that searched under a row without a fee is unpriced (no_price_for_web_search).
 -- When each provider began to offer prompt caching (its announcement): before that nothing
 -- could be read from a cache, so an absent cache read is a known 0 for pricing (requests keeps
 -- NULL: that is what was reported). OpenAI https://openai.com/index/api-prompt-caching/,
@@ -42,6 +46,12 @@ source AS (
              ELSE uncached_input_tokens END                             AS uncached_input_tokens,
         coalesce(read_before_caching, false)                            AS read_before_caching,
         output_tokens, reported_cost, cache_ttls,
+        audio_input_tokens, web_search_requests,
+        -- the audio part of the cache reads; 0 without audio or without reads, NULL when audio
+        -- was sent and read from the cache but the split was not reported
+        CASE WHEN coalesce(audio_input_tokens, 0) = 0 THEN 0
+             WHEN read_before_caching OR cache_read_tokens = 0 THEN 0
+             ELSE audio_cache_read_tokens END                           AS audio_read_tokens,
         coalesce(largest_pass_prompt_tokens, input_tokens)              AS tier_prompt_tokens,
         smallest_pass_prompt_tokens,
         lower(model)                    AS model_lc,
@@ -193,6 +203,12 @@ priced AS (
         c.cache_write_5m_per_mtok       AS p_w5m,
         c.cache_write_1h_per_mtok       AS p_w1h,
         c.output_per_mtok               AS p_out,
+        -- what an audio token costs over a text token (0 where the row has no audio price)
+        coalesce(c.input_audio_cache_miss_per_mtok - c.input_cache_miss_per_mtok, 0)
+                                        AS p_audio_miss_extra,
+        coalesce(c.input_audio_cache_hit_per_mtok - c.input_cache_hit_per_mtok, 0)
+                                        AS p_audio_hit_extra,
+        c.web_search_per_1k             AS p_search,
         c.row_id IS NOT NULL            AS has_row,
         EXISTS (
             SELECT 1 FROM price_rows_source AS k
@@ -222,7 +238,10 @@ write_split AS (
 ),
 
 split AS (
-    SELECT *, cache_write_tokens - w1h_tokens AS w5m_tokens
+    SELECT
+        *,
+        cache_write_tokens - w1h_tokens                                 AS w5m_tokens,
+        coalesce(audio_input_tokens, 0) - audio_read_tokens             AS audio_uncached_tokens
     FROM write_split
 ),
 
@@ -231,9 +250,12 @@ buckets AS (
     SELECT
         *,
         CASE WHEN NOT has_row THEN NULL WHEN uncached_input_tokens = 0 THEN 0::DOUBLE
-             ELSE uncached_input_tokens * p_miss / 1e6 END              AS c_unc,
+             ELSE (uncached_input_tokens * p_miss
+                   + audio_uncached_tokens * p_audio_miss_extra) / 1e6 END
+                                                                        AS c_unc,
         CASE WHEN NOT has_row THEN NULL WHEN cache_read_tokens = 0 THEN 0::DOUBLE
-             ELSE cache_read_tokens * p_hit / 1e6 END                   AS c_read,
+             ELSE (cache_read_tokens * p_hit
+                   + audio_read_tokens * p_audio_hit_extra) / 1e6 END   AS c_read,
         CASE WHEN NOT has_row THEN NULL WHEN w5m_tokens = 0 THEN 0::DOUBLE
              ELSE w5m_tokens * p_w5m / 1e6 END                          AS c_w5m,
         CASE WHEN NOT has_row THEN NULL WHEN w1h_tokens = 0 THEN 0::DOUBLE
@@ -241,7 +263,13 @@ buckets AS (
         CASE WHEN NOT has_row THEN NULL WHEN output_tokens = 0 THEN 0::DOUBLE
              ELSE output_tokens * p_out / 1e6 END                       AS c_out,
         CASE WHEN NOT has_row THEN NULL WHEN input_tokens = 0 THEN 0::DOUBLE
-             ELSE input_tokens * p_miss / 1e6 END                       AS c_all_miss
+             ELSE (input_tokens * p_miss
+                   + coalesce(audio_input_tokens, 0) * p_audio_miss_extra) / 1e6 END
+                                                                        AS c_all_miss,
+        CASE WHEN web_search_requests IS NULL THEN NULL
+             WHEN web_search_requests = 0 THEN 0::DOUBLE
+             WHEN NOT has_row THEN NULL
+             ELSE web_search_requests * p_search / 1e3 END              AS c_search
     FROM split
 ),
 
@@ -253,8 +281,12 @@ computed AS (
         CASE WHEN NOT tiers_split THEN
             c_unc + c_read
             + CASE WHEN cache_write_tokens IS NULL THEN 0::DOUBLE ELSE c_w5m + c_w1h END
-            + c_out END                                                 AS cost_computed,
-        CASE WHEN NOT tiers_split THEN c_all_miss + c_out END           AS cost_no_cache_computed,
+            + c_out
+            + CASE WHEN web_search_requests > 0 THEN c_search ELSE 0::DOUBLE END
+            END                                                         AS cost_computed,
+        CASE WHEN NOT tiers_split THEN c_all_miss + c_out
+            + CASE WHEN web_search_requests > 0 THEN c_search ELSE 0::DOUBLE END
+            END                                                         AS cost_no_cache_computed,
         CASE
             WHEN input_tokens IS NULL THEN 'input_unknown'
             WHEN cache_read_tokens IS NULL THEN 'cache_read_unknown'
@@ -266,11 +298,13 @@ computed AS (
             WHEN NOT has_row AND model_known THEN 'no_price_at_time'
             WHEN NOT has_row THEN 'no_price_for_model'
             WHEN tiers_split THEN 'passes_in_different_price_tiers'
+            WHEN audio_read_tokens IS NULL THEN 'audio_cache_split_unknown'
             WHEN c_unc IS NULL THEN 'no_price_for_uncached_input'
             WHEN c_read IS NULL THEN 'no_price_for_cache_read'
             WHEN cache_write_tokens IS NOT NULL AND c_w5m IS NULL THEN 'no_price_for_cache_write_5m'
             WHEN cache_write_tokens IS NOT NULL AND c_w1h IS NULL THEN 'no_price_for_cache_write_1h'
             WHEN c_out IS NULL THEN 'no_price_for_output'
+            WHEN web_search_requests > 0 AND c_search IS NULL THEN 'no_price_for_web_search'
         END                                                             AS computed_unpriced_reason,
         -- OpenRouter reports usage.cost in USD (schemas/requests.json, reported_cost). Another
         -- server's usage.cost (a LiteLLM-style gateway) has no known currency: not used here.
@@ -337,13 +371,20 @@ ideal_buckets AS (
 ideal AS (
     SELECT
         *,
-        CASE WHEN ideal_unc = 0 THEN 0::DOUBLE ELSE ideal_unc * p_miss / 1e6 END
-        + CASE WHEN ideal_read = 0 THEN 0::DOUBLE ELSE ideal_read * p_hit / 1e6 END
+        -- the tokens the ideal reads from the cache are taken as text: the audio stays where
+        -- it was, so its extra price is in both costs and never counted as left on the table
+        CASE WHEN ideal_unc = 0 THEN 0::DOUBLE
+             ELSE (ideal_unc * p_miss
+                   + least(audio_uncached_tokens, ideal_unc) * p_audio_miss_extra) / 1e6 END
+        + CASE WHEN ideal_read = 0 THEN 0::DOUBLE
+               ELSE (ideal_read * p_hit + audio_read_tokens * p_audio_hit_extra) / 1e6 END
         + CASE WHEN ideal_w5m IS NULL OR ideal_w5m = 0 THEN 0::DOUBLE
                ELSE ideal_w5m * p_w5m / 1e6 END
         + CASE WHEN ideal_w1h IS NULL OR ideal_w1h = 0 THEN 0::DOUBLE
                ELSE ideal_w1h * p_w1h / 1e6 END
-        + c_out                                                         AS ideal_raw
+        + c_out
+        + CASE WHEN web_search_requests > 0 THEN c_search ELSE 0::DOUBLE END
+                                                                        AS ideal_raw
     FROM ideal_buckets
 ),
 
@@ -377,11 +418,15 @@ final AS (
         i.w1h_tokens                                                    AS cache_write_1h_tokens,
         i.uncached_input_tokens,
         i.output_tokens,
+        i.audio_input_tokens,
+        i.audio_read_tokens                                             AS audio_cache_read_tokens,
+        i.web_search_requests,
         i.c_unc                                                         AS cost_uncached_input,
         i.c_read                                                        AS cost_cache_read,
         i.c_w5m                                                         AS cost_cache_write_5m,
         i.c_w1h                                                         AS cost_cache_write_1h,
         i.c_out                                                         AS cost_output,
+        i.c_search                                                      AS cost_web_search,
         i.cost_computed,
         i.reported_cost,
         i.cost_total,

@@ -12,6 +12,7 @@ final AS (
         account, session_id, agent, tags, stream, status_code, outcome, usage_status,
         input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
         uncached_input_tokens, output_tokens, reasoning_tokens, reported_cost,
+        tool_prompt_tokens, audio_input_tokens, audio_cache_read_tokens, web_search_requests,
         largest_pass_prompt_tokens, smallest_pass_prompt_tokens,
         ttfb_ms, first_reasoning_ms, ttft_ms, duration_ms, finish_reason, error_type,
         error_message, usage_semantics, raw_usage, segment_count, prompt_bytes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.dialects import DIALECTS, chat_completions, messages
-from pipeline.dialects.fields import COLUMNS, read_usage
+from pipeline.dialects.fields import COLUMNS, OPTIONAL_COLUMNS, read_usage
 from pipeline.dialects.mapping import all_maps, render_markdown
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "dialects.md"
@@ -17,11 +17,20 @@ def test_docs_dialects_md_equals_the_generated_mapping_table() -> None:
     )
 
 
-def test_every_dialect_and_otel_declare_every_column() -> None:
+def test_every_dialect_and_otel_declare_every_column_but_the_optional_ones() -> None:
     maps = all_maps()
     assert [m.api for m in maps] == [*DIALECTS, "otel"]
+    required = set(COLUMNS) - set(OPTIONAL_COLUMNS)
     for dmap in maps:
-        assert set(dmap.columns) == set(COLUMNS), dmap.api
+        assert required <= set(dmap.columns) <= set(COLUMNS), dmap.api
+
+
+def test_a_column_a_dialect_leaves_out_is_read_as_not_reported() -> None:
+    raw = {"input_tokens": 3, "output_tokens": 1, "audio_tokens": 5}
+    usage = read_usage(raw, messages.USAGE_MAP)
+    assert usage is not None
+    assert "audio_input_tokens" not in messages.USAGE_MAP.columns
+    assert usage.audio_input_tokens is None
 
 
 def test_the_normalisers_read_through_their_declared_map() -> None:

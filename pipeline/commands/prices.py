@@ -34,6 +34,9 @@ _LIST_COLUMNS = (
     "cache_write_5m_per_mtok",
     "cache_write_1h_per_mtok",
     "output_per_mtok",
+    "input_audio_cache_miss_per_mtok",
+    "input_audio_cache_hit_per_mtok",
+    "web_search_per_1k",
 )
 
 
@@ -52,7 +55,7 @@ def _parse_at(text: str | None) -> datetime:
 
 
 def _row_cells(row: Any) -> tuple[Any, ...]:
-    from pipeline.prices.rows import BUCKETS
+    from pipeline.prices.rows import ALL_PRICES
 
     def ts(v: datetime | None) -> str:
         return v.strftime("%Y-%m-%dT%H:%MZ") if v else ""
@@ -66,7 +69,7 @@ def _row_cells(row: Any) -> tuple[Any, ...]:
         ts(row.effective_to),
         row.currency,
         row.condition.text,
-        *(row.prices.get(b) for b in BUCKETS),
+        *(row.prices.get(b) for b in ALL_PRICES),
     )
 
 

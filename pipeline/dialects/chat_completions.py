@@ -96,6 +96,13 @@ USAGE_MAP = DialectMap(
             "server's (a gateway) is priced from the tables instead",
             real=True,
         ),
+        "audio_input_tokens": first(
+            src("prompt_tokens_details.audio_tokens"), note="Inside prompt_tokens"
+        ),
+        "audio_cache_read_tokens": first(
+            src("prompt_tokens_details.cached_tokens_details.audio_tokens"),
+            note="Inside cached_tokens (sent by the Realtime models)",
+        ),
     },
     notes=(
         "DeepSeek: prompt_tokens = prompt_cache_hit_tokens + prompt_cache_miss_tokens, so "

@@ -34,6 +34,10 @@ COLUMNS = (
     "output_tokens",
     "reasoning_tokens",
     "reported_cost",
+    "tool_prompt_tokens",
+    "audio_input_tokens",
+    "audio_cache_read_tokens",
+    "web_search_requests",
 )
 
 
@@ -48,7 +52,9 @@ class Src:
 
 
 def src(dotted: str, absent: str = "null") -> Src:
-    """A nested JSON path written with dots: `prompt_tokens_details.cached_tokens`."""
+    """A nested JSON path written with dots: `prompt_tokens_details.cached_tokens`. A step
+    `[key=VALUE]` picks, in a list, the first object whose `key` is VALUE (Gemini's per-modality
+    counts: `promptTokensDetails.[modality=AUDIO].tokenCount`)."""
     return Src(tuple(dotted.split(".")), absent)
 
 
@@ -77,6 +83,17 @@ def never(note: str) -> Column:
     return Column("none", (), note)
 
 
+# The columns most dialects never have (server-side tool prompts, audio input, web searches)
+# need not be listed in each map: a column a map leaves out is never reported there.
+OPTIONAL_COLUMNS = (
+    "tool_prompt_tokens",
+    "audio_input_tokens",
+    "audio_cache_read_tokens",
+    "web_search_requests",
+)
+NOT_REPORTED = never("Not reported")
+
+
 @dataclass(frozen=True, slots=True)
 class DialectMap:
     api: str
@@ -90,6 +107,15 @@ class DialectMap:
 def _lookup(obj: Any, path: tuple[str, ...]) -> Any:
     cur = obj
     for key in path:
+        if key.startswith("[") and key.endswith("]"):
+            field_name, _, wanted = key[1:-1].partition("=")
+            items = cur if isinstance(cur, list) else ()
+            cur = next(
+                (i for i in items if isinstance(i, dict) and i.get(field_name) == wanted), None
+            )
+            if cur is None:
+                return None
+            continue
         if not isinstance(cur, dict) or key not in cur:
             return None
         cur = cur[key]
@@ -152,6 +178,10 @@ _COUNTS = (
     "cache_write_1h_tokens",
     "output_tokens",
     "reasoning_tokens",
+    "tool_prompt_tokens",
+    "audio_input_tokens",
+    "audio_cache_read_tokens",
+    "web_search_requests",
 )
 
 
@@ -185,6 +215,7 @@ def consistent(usage: Usage) -> Usage:
     cached = (usage.cache_read_tokens or 0) + (usage.cache_write_tokens or 0)
     if cached > usage.input_tokens:
         usage.cache_read_tokens = usage.cache_write_tokens = usage.cache_write_1h_tokens = None
+        usage.audio_cache_read_tokens = None
         usage.semantics = INCONSISTENT
     return usage
 
@@ -193,5 +224,7 @@ def read_usage(raw: Any, dmap: DialectMap, semantics: str | None = None) -> Usag
     """The normalised usage of one provider usage object, or None when there is none."""
     if not isinstance(raw, dict):
         return None
-    values: dict[str, Any] = {name: read_column(raw, dmap.columns[name]) for name in COLUMNS}
+    values: dict[str, Any] = {
+        name: read_column(raw, dmap.columns.get(name, NOT_REPORTED)) for name in COLUMNS
+    }
     return Usage(**values, semantics=semantics or dmap.semantics, raw=raw)

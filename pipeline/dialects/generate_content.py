@@ -14,8 +14,11 @@ Usage (docs/providers.md; https://ai.google.dev/api/generate-content#UsageMetada
   `promptTokenCount` nor `totalTokenCount` (Vertex sends `{"trafficType": "ON_DEMAND"}` on
   every frame but the last) is no usage report at all: it is skipped, never read as 0 tokens;
 - Gemini reports no cache writes (explicit caches are created by a separate cachedContents
-  call), so cache_write is NULL. `toolUsePromptTokenCount` is left in raw_usage: the input
-  total is promptTokenCount.
+  call), so cache_write is NULL;
+- `toolUsePromptTokenCount`, the prompts of server-side tools (search grounding, URL context),
+  is not inside promptTokenCount and is billed as input: input adds it (tool_prompt_tokens
+  keeps it apart); audio input and audio cache reads come from the AUDIO entries of
+  `promptTokensDetails` / `toolUsePromptTokensDetails` and `cacheTokensDetails`.
 
 Streams: with `?alt=sse`, SSE events separated by `\\r\\n\\r\\n`; without it, one JSON array of the
 same objects. Every chunk carries RUNNING totals that can even go down (promptTokenCount 15 in early
@@ -51,8 +54,11 @@ USAGE_MAP = DialectMap(
     "ones are running totals: never summed, and not final)",
     semantics="gemini_inclusive",
     columns={
-        "input_tokens": first(
-            src("promptTokenCount", "zero"), note="Includes cachedContentTokenCount"
+        "input_tokens": total(
+            src("promptTokenCount", "zero"),
+            src("toolUsePromptTokenCount", "zero"),
+            note="promptTokenCount includes cachedContentTokenCount; the server-side tools' "
+            "prompts are billed as input too",
         ),
         "cache_read_tokens": first(src("cachedContentTokenCount", "zero")),
         "cache_write_tokens": never("Gemini does not report cache writes"),
@@ -64,6 +70,15 @@ USAGE_MAP = DialectMap(
         ),
         "reasoning_tokens": first(src("thoughtsTokenCount", "zero")),
         "reported_cost": never("Google returns no cost"),
+        "tool_prompt_tokens": first(src("toolUsePromptTokenCount", "zero")),
+        "audio_input_tokens": total(
+            src("promptTokensDetails.[modality=AUDIO].tokenCount", "zero"),
+            src("toolUsePromptTokensDetails.[modality=AUDIO].tokenCount", "zero"),
+            note="0 when no AUDIO entry is listed",
+        ),
+        "audio_cache_read_tokens": first(
+            src("cacheTokensDetails.[modality=AUDIO].tokenCount", "zero")
+        ),
     },
     notes=(
         "proto3 JSON omits zero counts: a field missing from a present usageMetadata is 0; a "
@@ -73,9 +88,12 @@ USAGE_MAP = DialectMap(
         "Streamed: counts can change until the last chunk (promptTokenCount can even drop), so "
         "usage reported only before the `finishReason` chunk (a cut stream, one ended by an "
         "error, or a finish chunk without usageMetadata) leaves every column NULL.",
-        "`toolUsePromptTokenCount` (the prompts of server-side tools such as search grounding "
-        "or code execution; inside `totalTokenCount`) is in no column: how it is billed is not "
-        "established, so it is neither added to input_tokens nor priced. It stays in raw_usage.",
+        "`toolUsePromptTokenCount` (the prompts of server-side tools such as search grounding, "
+        "URL context or code execution) is inside `totalTokenCount` but not inside "
+        "`promptTokenCount`, and is billed at the input rate: it is added to input_tokens and "
+        "kept apart in tool_prompt_tokens (docs/providers.md gives the evidence).",
+        "Grounding fees (per grounded prompt on Gemini 2.x, per search query on Gemini 3) are "
+        "not reported as a count in usageMetadata, so web_search_requests is NULL here.",
     ),
 )
 

@@ -73,7 +73,11 @@ def render_markdown(maps: list[DialectMap]) -> str:
             "| column | from |",
             "|---|---|",
         ]
-        lines += [f"| `{name}` | {_column_text(dmap.columns[name])} |" for name in COLUMNS]
+        lines += [
+            f"| `{name}` | {_column_text(dmap.columns[name])} |"
+            for name in COLUMNS
+            if name in dmap.columns
+        ]
         if dmap.notes:
             lines.append("")
             lines += [f"- {note}" for note in dmap.notes]

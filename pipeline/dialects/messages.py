@@ -40,7 +40,15 @@ from typing import Any
 import orjson
 
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
-from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
+from pipeline.dialects.fields import (
+    DialectMap,
+    first,
+    never,
+    read_column,
+    read_usage,
+    src,
+    total,
+)
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
 from pipeline.streams import is_stream_body, iter_sse
 
@@ -67,6 +75,10 @@ USAGE_MAP = DialectMap(
         "output_tokens": first(src("output_tokens"), note="Includes thinking"),
         "reasoning_tokens": first(src("output_tokens_details.thinking_tokens")),
         "reported_cost": never("Anthropic returns no cost"),
+        "web_search_requests": first(
+            src("server_tool_use.web_search_requests"),
+            note="Billed per search; absent: no count reported (no fee charged)",
+        ),
     },
     notes=(
         "Compaction: when `usage.iterations[]` is present every column is the SUM over the "
@@ -210,6 +222,9 @@ def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
         if usage is not None:
             usage.raw = raw
             usage.pass_prompt_tokens = _pass_prompts(iterations)
+            # server-side searches are counted once, for the whole response, at the top level
+            searches = read_column(raw, USAGE_MAP.columns["web_search_requests"])
+            usage.web_search_requests = None if searches is None else int(searches)
         return usage
     return read_usage(raw, USAGE_MAP)
 

@@ -13,8 +13,9 @@ once per process:
   library applies "the last price whose constraint holds";
 - tiered prices (a higher rate for every token once the prompt is over a threshold) become a
   `prompt_tokens>N` row per threshold;
-- input, cache read, cache write and output prices fill our buckets; the 1-hour cache write has
-  no price there (our researched Anthropic rows carry it);
+- input, cache read, cache writes (5-minute and 1-hour) and output prices fill our buckets,
+  audio input and audio cache reads our audio prices, and the fee per thousand web searches
+  our `web_search_per_1k`;
 - a provider that resells other providers' models (Azure OpenAI) also gets their rows, after
   its own, as the library's own lookup falls back to them.
 
@@ -31,7 +32,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from pipeline.prices.rows import BUCKETS, Place, PriceRow, is_pattern, parse_condition
+from pipeline.prices.rows import ALL_PRICES, Place, PriceRow, is_pattern, parse_condition
 
 LAYER = "library"
 # genai-prices provider ids that differ from the `provider` our ingest writes
@@ -48,7 +49,12 @@ FIELDS = {
     "input_cache_miss_per_mtok": "input_mtok",
     "input_cache_hit_per_mtok": "cache_read_mtok",
     "cache_write_5m_per_mtok": "cache_write_mtok",
+    "cache_write_1h_per_mtok": "cache_write_1h_mtok",
     "output_per_mtok": "output_mtok",
+    "input_audio_cache_miss_per_mtok": "input_audio_mtok",
+    "input_audio_cache_hit_per_mtok": "cache_audio_read_mtok",
+    # the library's price per thousand searches is our per-1k fee as it is
+    "web_search_per_1k": "web_searches_kcount",
 }
 
 
@@ -189,7 +195,7 @@ def rows() -> tuple[PriceRow, ...]:
                                     b: _value(_field(prices, FIELDS[b]), tier)
                                     if b in FIELDS
                                     else None
-                                    for b in BUCKETS
+                                    for b in ALL_PRICES
                                 },
                                 notes=f"{provider.id}: {model.id} in {label}",
                                 source=source,

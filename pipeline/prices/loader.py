@@ -22,7 +22,7 @@ import orjson
 from pipeline.errors import InputError
 from pipeline.prices.rows import (
     ALIAS_COLUMNS,
-    BUCKETS,
+    ALL_PRICES,
     PREFIX_COLUMNS,
     PRICE_COLUMNS,
     Alias,
@@ -78,7 +78,7 @@ def _canonical(tables: PriceTables) -> Iterable[bytes]:
                 ts(p.effective_to),
                 p.currency,
                 p.condition.text,
-                [p.prices.get(b) for b in BUCKETS],
+                [p.prices.get(b) for b in ALL_PRICES],
             ]
         )
     for a in tables.aliases:
@@ -235,7 +235,7 @@ def _required(cells: dict[str, str], name: str) -> str:
 
 def _price_row(place: Place, cells: dict[str, str]) -> PriceRow:
     prices: dict[str, float | None] = {}
-    for bucket in BUCKETS:
+    for bucket in ALL_PRICES:
         prices[bucket] = _price(bucket, cells.get(bucket, ""))
     return PriceRow(
         place=place,

@@ -21,7 +21,7 @@ from pipeline.errors import DataError
 from pipeline.prices import loader, validate
 from pipeline.prices.loader import PriceTables
 from pipeline.prices.resolve import currency_rank
-from pipeline.prices.rows import BUCKETS, is_pattern
+from pipeline.prices.rows import ALL_PRICES, is_pattern
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -45,7 +45,7 @@ def _price_arrow(tables: PriceTables) -> pa.Table:
         "weekdays": [list(r.condition.weekdays) or None for r in rows],
         "has_time_window": [bool(r.condition.windows) for r in rows],
     }
-    for bucket in BUCKETS:
+    for bucket in ALL_PRICES:
         columns[bucket] = [r.prices.get(bucket) for r in rows]
     columns["notes"] = [r.notes or None for r in rows]
     columns["source"] = [r.source or None for r in rows]
@@ -65,7 +65,7 @@ def _price_arrow(tables: PriceTables) -> pa.Table:
         "has_time_window": pa.bool_(),
         "line": pa.int64(),
         "load_order": pa.int64(),
-        **{b: pa.float64() for b in BUCKETS},
+        **{b: pa.float64() for b in ALL_PRICES},
     }
     schema = pa.schema([pa.field(n, types.get(n, pa.string())) for n in columns])
     return pa.Table.from_pydict(columns, schema=schema)

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from pipeline.prices.loader import MAX_PRICE_PER_MTOK, PriceTables, Problem
 from pipeline.prices.rows import (
-    BUCKETS,
+    ALL_PRICES,
     KNOWN_CURRENCIES,
     Condition,
     Place,
@@ -233,7 +233,7 @@ def check(tables: PriceTables) -> list[Problem]:
                     f" (known: {', '.join(sorted(KNOWN_CURRENCIES))})",
                 )
             )
-        for bucket in BUCKETS:
+        for bucket in ALL_PRICES:
             value = row.prices.get(bucket)
             # The loader refuses these already; rows built another way are checked again.
             if value is not None and not 0 <= value <= MAX_PRICE_PER_MTOK:  # also NaN, inf

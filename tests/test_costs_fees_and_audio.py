@@ -1,0 +1,132 @@
+"""Server-side web searches are billed per search on top of the tokens, and audio input at its
+own rate: the counts the response reports are priced with the row in force, a search with no
+fee established leaves the request unpriced, and an unreported audio share of the cache reads
+is unknown, never guessed."""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import sql as sqlmod
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
+_spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
+assert _spec and _spec.loader
+tiny = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tiny)
+
+DEC = datetime(2025, 12, 1, 12, tzinfo=UTC)
+COLUMNS = (
+    "cost_total, cost_web_search, cost_uncached_input, cost_cache_read, cost_without_cache,"
+    " unpriced_reason, price_layer"
+)
+
+
+@pytest.fixture(scope="module")
+def costs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    rows = [
+        # Anthropic: 10 USD per 1,000 searches (our researched row)
+        tiny.request("search", DEC, "anthropic", "claude-sonnet-4-5", input_tokens=10_000,
+                     cache_read_tokens=0, cache_write_tokens=0, output_tokens=500,
+                     web_search_requests=3),
+        tiny.request("no-count", DEC, "anthropic", "claude-sonnet-4-5", input_tokens=10_000,
+                     cache_read_tokens=0, cache_write_tokens=0, output_tokens=500),
+        tiny.request("zero", DEC, "anthropic", "claude-sonnet-4-5", input_tokens=10_000,
+                     cache_read_tokens=0, cache_write_tokens=0, output_tokens=500,
+                     web_search_requests=0),
+        # DeepSeek has no search fee anywhere: searches there cannot be priced
+        tiny.request("no-fee", DEC, "deepseek", "deepseek-chat", input_tokens=1_000,
+                     cache_read_tokens=0, output_tokens=100, web_search_requests=2),
+        # Gemini 2.5 Flash after 2025-10-31: text 0.30 / 0.03, audio 1.00 / 0.10, output 2.50
+        tiny.request("audio", DEC, "google", "gemini-2.5-flash", input_tokens=1_000,
+                     cache_read_tokens=200, output_tokens=100, audio_input_tokens=400,
+                     audio_cache_read_tokens=100),
+        tiny.request("audio-split-unknown", DEC, "google", "gemini-2.5-flash",
+                     input_tokens=1_000, cache_read_tokens=200, output_tokens=100,
+                     audio_input_tokens=400),
+        tiny.request("audio-no-reads", DEC, "google", "gemini-2.5-flash", input_tokens=1_000,
+                     cache_read_tokens=0, output_tokens=100, audio_input_tokens=400),
+        # Gemini 2.5 Pro has one input price for every modality
+        tiny.request("audio-pro", DEC, "google", "gemini-2.5-pro", input_tokens=1_000,
+                     cache_read_tokens=0, output_tokens=0, audio_input_tokens=1_000),
+        # priced by the price library only: gemini-2.0-flash audio input 0.70 (text 0.10)
+        tiny.request("audio-library", DEC, "google", "gemini-2.0-flash", input_tokens=1_000,
+                     cache_read_tokens=0, output_tokens=0, audio_input_tokens=1_000),
+    ]  # fmt: skip
+    con = sqlmod.connect(tiny.write(tmp_path_factory.mktemp("wh") / "wh", rows))
+    cursor = con.sql(f"SELECT request_id, {COLUMNS} FROM request_costs")
+    names = [d[0] for d in cursor.description][1:]
+    return {row[0]: dict(zip(names, row[1:], strict=True)) for row in cursor.fetchall()}
+
+
+def test_each_reported_web_search_adds_the_fee_per_thousand_to_the_cost(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    got = costs["search"]
+    # 10,000 x 3.00 + 500 x 15.00 per million, + 3 x 10 / 1,000
+    assert got["cost_web_search"] == pytest.approx(0.03, rel=1e-12)
+    assert got["cost_total"] == pytest.approx(0.03 + 0.0075 + 0.03, rel=1e-12)
+    # the fee is no cache cost: it is paid with or without the cache
+    assert got["cost_without_cache"] == pytest.approx(got["cost_total"], rel=1e-12)
+
+
+def test_a_response_without_a_search_count_pays_no_fee_and_a_reported_zero_costs_zero(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    assert costs["no-count"]["cost_web_search"] is None
+    assert costs["no-count"]["cost_total"] == pytest.approx(0.0375, rel=1e-12)
+    assert costs["zero"]["cost_web_search"] == 0
+    assert costs["zero"]["cost_total"] == pytest.approx(0.0375, rel=1e-12)
+
+
+def test_searches_under_a_row_without_a_fee_leave_the_request_unpriced(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    got = costs["no-fee"]
+    assert (got["cost_total"], got["unpriced_reason"]) == (None, "no_price_for_web_search")
+
+
+def test_audio_input_and_audio_cache_reads_are_priced_at_their_own_rates(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    got = costs["audio"]
+    # uncached 800 of which 300 audio; reads 200 of which 100 audio
+    uncached = (500 * 0.30 + 300 * 1.00) / 1e6
+    read = (100 * 0.03 + 100 * 0.10) / 1e6
+    assert got["cost_uncached_input"] == pytest.approx(uncached, rel=1e-12)
+    assert got["cost_cache_read"] == pytest.approx(read, rel=1e-12)
+    assert got["cost_total"] == pytest.approx(uncached + read + 100 * 2.50 / 1e6, rel=1e-12)
+    assert got["cost_without_cache"] == pytest.approx(
+        (600 * 0.30 + 400 * 1.00 + 100 * 2.50) / 1e6, rel=1e-12
+    )
+
+
+def test_audio_read_from_the_cache_without_its_share_reported_is_unpriced_not_guessed(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    got = costs["audio-split-unknown"]
+    assert (got["cost_total"], got["unpriced_reason"]) == (None, "audio_cache_split_unknown")
+    # with no cache reads there is nothing to split
+    no_reads = costs["audio-no-reads"]
+    assert no_reads["cost_total"] == pytest.approx(
+        (600 * 0.30 + 400 * 1.00 + 100 * 2.50) / 1e6, rel=1e-12
+    )
+
+
+def test_audio_costs_the_text_rate_where_the_row_has_no_audio_price(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    assert costs["audio-pro"]["cost_total"] == pytest.approx(1_000 * 1.25 / 1e6, rel=1e-12)
+
+
+def test_the_price_library_prices_audio_input_at_its_audio_rate(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    got = costs["audio-library"]
+    assert got["price_layer"] == "library"
+    assert got["cost_total"] == pytest.approx(1_000 * 0.70 / 1e6, rel=1e-12)
