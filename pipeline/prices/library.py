@@ -7,7 +7,7 @@ once per process:
 
 - a model's match rule becomes model names: `equals` an exact name, `starts_with` / `ends_with`
   / `contains` a GLOB pattern, `or` several rows; a rule we cannot say as a GLOB (`and`, a
-  regular expression) gives no row;
+  regular expression) gives no row, and within an `or` only its other clauses do;
 - conditional prices become rows of their own: a start date opens a period (the rows before it
   end there), a time-of-day window becomes a `utc_time=` condition within its period, as the
   library applies "the last price whose constraint holds";
@@ -71,8 +71,9 @@ def _names(match: Any) -> list[str]:
     """The GLOB patterns a match rule covers; [] when it cannot be said as GLOBs."""
     kind = type(match).__name__
     if kind == "ClauseOr":
-        names = [_names(clause) for clause in match.or_]
-        return [] if any(not n for n in names) else [x for n in names for x in n]
+        # the clauses we can say as GLOBs, without the ones we cannot (a regular expression
+        # for dated snapshots): fewer names are matched, never a wrong one
+        return [x for clause in match.or_ for x in _names(clause)]
     for attribute, pattern in (
         ("equals", "{}"),
         ("starts_with", "{}*"),
