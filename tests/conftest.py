@@ -5,10 +5,12 @@ Tests run with TZ=UTC so nothing depends on the machine's clock zone.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +20,19 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Real provider payloads from public repositories; where each came from is in PROVENANCE.md there.
 SAMPLES = FIXTURES / "samples"
+
+
+def _tiny_warehouse() -> ModuleType:
+    """tests/fixtures/prices/tiny_warehouse.py: hand-made `requests` rows for cost tests."""
+    path = FIXTURES / "prices" / "tiny_warehouse.py"
+    spec = importlib.util.spec_from_file_location("tiny_warehouse", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tiny_warehouse = _tiny_warehouse()
 
 
 @pytest.fixture

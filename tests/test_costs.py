@@ -6,22 +6,19 @@ comment (prices per million tokens), not read back from the view.
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from conftest import tiny_warehouse
 
 from pipeline import sql as sqlmod
 from pipeline.sql import SqlOptions
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
-_spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
-assert _spec and _spec.loader
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
+tiny = tiny_warehouse
 
 
 def utc(text: str) -> datetime:

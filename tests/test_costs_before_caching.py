@@ -4,19 +4,15 @@ while the same gap after caching began stays unpriced as cache_read_unknown."""
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import tiny_warehouse
 
 from pipeline import sql as sqlmod
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
-_spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
-assert _spec and _spec.loader
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
+tiny = tiny_warehouse
 
 
 def test_a_read_absent_before_caching_began_is_priced_as_zero_and_after_it_is_unknown(

@@ -7,23 +7,18 @@ change on either side fails the test rather than passing silently.
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import tiny_warehouse
 
 from pipeline import sql as sqlmod
 
 genai_prices = pytest.importorskip("genai_prices")
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
-_spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
-assert _spec and _spec.loader
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
+tiny = tiny_warehouse
 
 # (id, provider, model, timestamp, input, cache read, cache write, of which 1h, output)
 CASES = [

@@ -5,24 +5,19 @@ CSV row named in the comment (prices per million tokens)."""
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, tiny_warehouse
 
 from pipeline import sql as sqlmod
 from pipeline.dialects import messages
 from pipeline.warehouse import Warehouse
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
-_spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
-assert _spec and _spec.loader
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
+tiny = tiny_warehouse
 
 NOV = datetime(2025, 11, 1, tzinfo=UTC)
 DEC = datetime(2025, 12, 1, tzinfo=UTC)

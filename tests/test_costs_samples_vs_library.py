@@ -10,12 +10,11 @@ values)."""
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import tiny_warehouse
 from test_samples import exchange_for, sample_files
 
 from pipeline import sql as sqlmod
@@ -23,11 +22,7 @@ from pipeline.normalise import normalise
 
 genai_prices = pytest.importorskip("genai_prices")
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
-_spec = importlib.util.spec_from_file_location("tiny_warehouse", FIXTURES / "tiny_warehouse.py")
-assert _spec and _spec.loader
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
+tiny = tiny_warehouse
 
 # our provider -> genai-prices' id. Zhipu's sample was sent to api.z.ai, whose prices are the
 # library's `zai` list (the open.bigmodel.cn list, `zhipuai`, is not used by our layer: both
