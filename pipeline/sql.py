@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -235,6 +236,7 @@ def connect(
     state = warehouse_state(wh, snapshot) if use_derived and wanted & set(MATERIALISED) else None
     con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
+    _limit_read_memory(con)
     for table, files in snapshot.items():
         _register_raw(con, table, files)
     for provider in TABLE_PROVIDERS:
@@ -479,11 +481,20 @@ def build_memory_limit() -> int:
     return min(BUILD_MEMORY_LIMIT_BYTES, ram // 2)
 
 
+def _limit_read_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """Every reading command (report, summary, findings, sql...) holds no more than a build
+    may (DuckDB's own default is 80% of RAM), and spills past it to a directory of this
+    process, which DuckDB empties when the connection closes."""
+    spill = Path(tempfile.gettempdir()) / f"cacheaudit-spill-{os.getpid()}"
+    con.execute("SET temp_directory = ?", [str(spill)])
+    con.execute("SET memory_limit = ?", [f"{build_memory_limit() // 1024**2}MiB"])
+
+
 def _limit_build_memory(con: duckdb.DuckDBPyConnection, spill_dir: Path) -> None:
     # Row order of a derived file carries no meaning; keeping it would cost memory in sorts.
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET temp_directory = ?", [str(spill_dir)])
-    con.execute("SET memory_limit = ?", [f"{build_memory_limit() // 1024**2}MB"])
+    con.execute("SET memory_limit = ?", [f"{build_memory_limit() // 1024**2}MiB"])
     con.execute("SET enable_progress_bar = false")
 
 
