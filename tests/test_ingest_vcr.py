@@ -505,4 +505,4 @@ def test_a_timestamp_in_the_system_prompt_of_a_recorded_test_fails_the_ci_gate(
     assert 1024 <= finding["tokens_lost"] <= notes[0]["prompt_tokens"]
     gate = cli("check", "-w", str(wh), "--max-lost-share", "0.05")
     assert gate.returncode == 7, gate.stderr
-    assert "system_changed timestamp" in gate.stdout
+    assert "system_changed, timestamp" in gate.stdout
