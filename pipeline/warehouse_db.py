@@ -13,6 +13,14 @@ directory, not the database file's, so relative paths would break `duckdb wareho
 run from anywhere but the directory they were written from. A moved warehouse needs the file
 rewritten (any ingest or build does; so does `refresh`).
 
+Every ingest rewrites it, so its cost is paid by every ingest, small ones included: creating
+every view of queries/ makes DuckDB bind each (1.5 s), and the price tables take the price
+library's conversion (0.4 s). When the file was written by the same queries, price and rule
+files and price library (its `cacheaudit_meta` stamp says so), a copy of it is updated instead:
+only the `raw_` views (the live parts changed) and the stored views (their stamps may have
+changed) are replaced, which DuckDB allows under views that read them (a view is bound when
+read). Anything else, or any error on that path, writes the file from scratch.
+
 It is written under a temporary name and renamed into place, under the warehouse lock held
 shared (no ingest lands between the files listed and the rename): a client holding the old file
 keeps reading the old inode and never blocks the rename, and the next open sees the new file.
@@ -21,7 +29,9 @@ keeps reading the old inode and never blocks the rename, and the next open sees 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -84,38 +94,127 @@ def _data_tables(con: duckdb.DuckDBPyConnection, options: sqlmod.SqlOptions) -> 
         con.execute(f"ALTER TABLE {_quoted('stage_' + name)} RENAME TO {_quoted(name)}")
 
 
+META = "cacheaudit_meta"
+
+
+def static_stamp(options: sqlmod.SqlOptions, queries: dict[str, sqlmod.Query]) -> str:
+    """Digest of what the file holds besides the live parts and the stored views' freshness:
+    the package, every query, the price and rule files, the price library's release."""
+    from pipeline import __version__
+    from pipeline.prices import library
+
+    digest = hashlib.sha256(f"cacheaudit-db {__version__} {sqlmod.STAMP_VERSION}\n".encode())
+    digest.update(f"library {library.version()}\n".encode())
+    for name in sorted(queries):
+        digest.update(f"query {name}\n".encode())
+        digest.update(queries[name].sql.encode())
+    for path in sqlmod._data_files(options):
+        data = path.read_bytes()
+        digest.update(f"data {path.resolve()} {len(data)}\n".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _view_body(
+    wh: Warehouse,
+    name: str,
+    queries: dict[str, sqlmod.Query],
+    options: sqlmod.SqlOptions,
+    state: str,
+) -> str:
+    derived = sqlmod.fresh_derived(wh, name, options, state=state)
+    if derived is None:
+        return sqlmod._strip_final_semicolon(queries[name].sql)
+    path = derived.resolve()
+    pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
+    return f"SELECT * FROM read_parquet({_literal(pattern)})"
+
+
+def _stamp_of(path: Path) -> str | None:
+    """The static stamp the file at `path` was written with; None when it has none or cannot
+    be read (an older file, one a client holds for writing)."""
+    if not path.exists():
+        return None
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            row = con.execute(f"SELECT stamp FROM {META}").fetchone()
+    except duckdb.Error:
+        return None
+    return str(row[0]) if row else None
+
+
+def _write_full(
+    con: duckdb.DuckDBPyConnection,
+    wh: Warehouse,
+    snapshot: dict[str, list[Path]],
+    queries: dict[str, sqlmod.Query],
+    options: sqlmod.SqlOptions,
+    stamp: str,
+) -> None:
+    state = sqlmod.warehouse_state(wh, snapshot)
+    for table, files in snapshot.items():
+        _raw(con, table, files)
+    _data_tables(con, options)
+    for name in sqlmod.creation_order(queries):
+        con.execute(
+            f"CREATE VIEW {_quoted(name)} AS {_view_body(wh, name, queries, options, state)}"
+        )
+    con.execute(f"CREATE TABLE {META} (stamp VARCHAR)")
+    con.execute(f"INSERT INTO {META} VALUES (?)", [stamp])
+
+
+def _update(
+    con: duckdb.DuckDBPyConnection,
+    wh: Warehouse,
+    snapshot: dict[str, list[Path]],
+    queries: dict[str, sqlmod.Query],
+    options: sqlmod.SqlOptions,
+) -> None:
+    """Replace the raw views and the stored views of a file written with the same stamp."""
+    state = sqlmod.warehouse_state(wh, snapshot)
+    tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    for table, files in snapshot.items():
+        raw = f"raw_{table}"
+        kind = "TABLE" if raw in tables else "VIEW"
+        con.execute(f"DROP {kind} IF EXISTS {_quoted(raw)}")
+        _raw(con, table, files)
+    for name in sqlmod.MATERIALISED:
+        if name in queries:
+            body = _view_body(wh, name, queries, options, state)
+            con.execute(f"CREATE OR REPLACE VIEW {_quoted(name)} AS {body}")
+
+
 def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None) -> Path:
-    """Write `<warehouse>/cacheaudit.duckdb` anew; returns its path."""
+    """Write `<warehouse>/cacheaudit.duckdb` anew (or update a copy of it, when only the live
+    parts and the stored views can have changed); returns its path."""
     options = options or sqlmod.SqlOptions()
     target = database_path(wh)
     tmp = wh.root / f".{DB_NAME}.{os.getpid()}.tmp"
+    leftovers = (tmp, tmp.with_name(tmp.name + ".wal"))
     with wh.lock(shared=True):
         snapshot = wh.snapshot(TABLES)
         queries = sqlmod.load_queries()
-        state = sqlmod.warehouse_state(wh, snapshot)
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        stamp = static_stamp(options, queries)
+        for leftover in leftovers:
             leftover.unlink(missing_ok=True)
         try:
-            con = duckdb.connect(str(tmp))
-            try:
-                for table, files in snapshot.items():
-                    _raw(con, table, files)
-                _data_tables(con, options)
-                for name in sqlmod.creation_order(queries):
-                    derived = sqlmod.fresh_derived(wh, name, options, state=state)
-                    if derived is not None:
-                        path = derived.resolve()
-                        pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
-                        body = f"SELECT * FROM read_parquet({_literal(pattern)})"
-                    else:
-                        body = sqlmod._strip_final_semicolon(queries[name].sql)
-                    con.execute(f"CREATE VIEW {_quoted(name)} AS {body}")
+            if _stamp_of(target) == stamp:
+                try:
+                    shutil.copyfile(target, tmp)
+                    with duckdb.connect(str(tmp)) as con:
+                        _update(con, wh, snapshot, queries, options)
+                        con.execute("CHECKPOINT")
+                    tmp.replace(target)
+                    return target
+                except (duckdb.Error, OSError):
+                    for leftover in leftovers:  # written from scratch below
+                        leftover.unlink(missing_ok=True)
+            with duckdb.connect(str(tmp)) as con:
+                _write_full(con, wh, snapshot, queries, options, stamp)
                 con.execute("CHECKPOINT")
-            finally:
-                con.close()
             tmp.replace(target)
         finally:
-            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            for leftover in leftovers:
                 leftover.unlink(missing_ok=True)
     return target
 
