@@ -31,7 +31,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
 
 def _share(con: Any) -> float:
     lost, inputs = con.execute(
-        "SELECT (SELECT sum(tokens_lost) FROM cache_breaks),"
+        "SELECT (SELECT sum(tokens_lost) FROM cache_breaks WHERE cause <> 'provider_miss'),"
         " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL)"
     ).fetchone()
     return float(lost) / float(inputs)
@@ -212,3 +212,23 @@ def test_check_github_annotations_go_to_stderr_so_json_on_stdout_still_parses(
         f" tokens lost, {money:.4f} USD - send within the cache lifetime, or ask for the longer"
         " retention where the provider offers it"
     ]
+
+
+def test_a_provider_miss_is_a_finding_but_not_money_lost_to_prompt_changes(
+    tmp_path: Path,
+) -> None:
+    """Its money is the provider's (provider below its own rules): summed into both figures it
+    would be counted twice, and a CI gate would fail a team for a miss it cannot fix."""
+    wh = tmp_path / "wh"
+    fixture = Path(__file__).parent / "fixtures" / "breaks" / "provider_miss.jsonl"
+    assert run_cli("ingest", str(fixture), "-w", str(wh)).returncode == 0
+    con = sqlmod.connect(Warehouse(wh))
+    [(cause, lost)] = con.execute("SELECT cause, lost_cost FROM findings").fetchall()
+    assert cause == "provider_miss" and lost > 0
+    [(left,)] = con.execute("SELECT sum(left_on_table) FROM request_costs").fetchall()
+    assert left == pytest.approx(lost, rel=1e-9)  # the same money, in the provider's figure
+    assert not any("lost to prompt changes" in line for line in findings_lib.summary_lines(con))
+    gate = run_cli("check", "-w", str(wh), "--max-lost-share", "0", "--max-lost-money", "0")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    named = run_cli("check", "-w", str(wh), "--fail-on", "provider_miss")
+    assert named.returncode == ExitCode.LIMIT, named.stderr

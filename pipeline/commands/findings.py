@@ -125,7 +125,8 @@ def check(
 ) -> None:
     """A CI gate: exit 0 when the cache breaks stay within the limits, exit 7 otherwise.
 
-    Lost share = tokens lost to cache breaks / input tokens (requests with known input).
+    Lost share = tokens lost to cache breaks / input tokens (requests with known input);
+    a provider miss counts in neither limit (its money is the provider's).
     On failure the findings behind each broken limit are listed (stdout).
 
     $ cacheaudit check -w warehouse --max-lost-share 0.05 --fail-on system_changed

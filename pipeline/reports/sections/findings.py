@@ -14,7 +14,8 @@ CAPTION = (
     " an agent), cause and place in the prompt, costliest first. Money lost is what those turns"
     " paid to send the broken prefix uncached instead of reading it from the cache, at the"
     " day's prices, write premium included: money lost to prompt changes, not the provider"
-    " serving below its own rules. The example opens the week's costliest break of the finding."
+    " serving below its own rules (a provider_miss row is that: listed, its money already counted"
+    " there). The example opens the week's costliest break of the finding."
 )
 # appended when some of the week's breaks have no money: counted, never summed as 0
 UNKNOWN_CAPTION = (
