@@ -232,3 +232,24 @@ def test_a_provider_miss_is_a_finding_but_not_money_lost_to_prompt_changes(
     assert gate.returncode == 0, gate.stdout + gate.stderr
     named = run_cli("check", "-w", str(wh), "--fail-on", "provider_miss")
     assert named.returncode == ExitCode.LIMIT, named.stderr
+
+
+def test_summary_json_carries_the_money_the_table_prints(demo: tuple[Path, Any]) -> None:
+    root, con = demo
+    out = run_cli("summary", "-w", str(root), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    [headline] = json.loads(out.stdout)
+    costs = {c["currency"]: c for c in headline["costs"]}
+    [(cost, left)] = con.execute(
+        "SELECT cost_total, left_on_table FROM cost_summary WHERE currency = 'USD'"
+    ).fetchall()
+    assert costs["USD"]["cost_total"] == pytest.approx(cost, rel=1e-12)
+    assert costs["USD"]["left_on_table"] == pytest.approx(left, rel=1e-12)
+    lost = {row["currency"]: row["lost_cost"] for row in headline["lost_to_prompt_changes"]}
+    [(expected,)] = con.execute(
+        "SELECT sum(lost_cost) FROM findings WHERE currency = 'USD' AND cause <> 'provider_miss'"
+    ).fetchall()
+    assert lost["USD"] == pytest.approx(expected, rel=1e-12)
+    table = run_cli("summary", "-w", str(root)).stdout
+    assert f"lost to prompt changes (USD): {expected:.4f}" in table
+    assert headline["findings"][0]["fix"]

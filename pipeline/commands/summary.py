@@ -59,7 +59,8 @@ def summary(
     --until: requests, input and cache read tokens, hit ratio, cost, saved, the tokens lost to
     cache breaks, and the requests each figure leaves out as unknown. --format csv or json
     prints every column for programs: the summary_by table, or without --by the headline row
-    (docs/tables.md).
+    (docs/tables.md); its json adds the money: costs per currency, lost to prompt changes and
+    the costliest findings.
 
     $ cacheaudit summary --by day --since 2026-11-23 --until 2026-11-29
     """
@@ -166,6 +167,40 @@ def _unknowns(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _headline_json(con: Any, rel: Any) -> None:
+    """The headline row with its money: `costs`, cost_summary's rows (one per currency, and
+    the unpriced requests with their reasons), `lost_to_prompt_changes` per currency (a
+    provider miss aside: its money is in left_on_table) and the costliest `findings`."""
+    import orjson
+
+    from pipeline import sql as sqlmod
+    from pipeline.findings import OURS
+    from pipeline.output import _json_default
+
+    def records(relation: Any) -> list[dict[str, Any]]:
+        return [dict(zip(relation.columns, r, strict=True)) for r in relation.fetchall()]
+
+    [row] = records(rel)
+    row["costs"] = records(
+        sqlmod.run(con, "SELECT * FROM cost_summary ORDER BY currency NULLS LAST")
+    )
+    row["lost_to_prompt_changes"] = records(
+        sqlmod.run(
+            con,
+            "SELECT currency, sum(lost_cost) AS lost_cost, sum(turns)::BIGINT AS breaks,"
+            " sum(lost_cost_unknown)::BIGINT AS breaks_unpriced"
+            f" FROM findings WHERE {OURS} GROUP BY currency ORDER BY currency NULLS LAST",
+        )
+    )
+    row["findings"] = records(
+        sqlmod.run(
+            con,
+            "SELECT * FROM findings ORDER BY lost_cost DESC NULLS LAST, tokens_lost DESC LIMIT 10",
+        )
+    )
+    sys.stdout.write(orjson.dumps([row], default=_json_default).decode() + "\n")
+
+
 def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
     from pipeline import output
     from pipeline import sql as sqlmod
@@ -174,6 +209,9 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
 
     con = sqlmod.connect(wh, options=options, only=["headline", "cost_summary", "findings"])
     rel = sqlmod.run(con, "SELECT * FROM headline")
+    if fmt == "json":
+        _headline_json(con, rel)
+        return
     if fmt != "table":
         output.emit(rel, fmt, None)
         return
