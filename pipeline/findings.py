@@ -71,7 +71,10 @@ def summary_lines(con: duckdb.DuckDBPyConnection, top: int = 3) -> list[str]:
     for currency, money, unknown in totals:
         if currency is None:
             if unknown:
-                lines.append(f"  lost to prompt changes, unpriced: {unknown} breaks")
+                lines.append(
+                    f"  lost to prompt changes, unknown: {unknown:,} breaks whose loss or price"
+                    " is unknown (not counted as 0)"
+                )
             continue
         lines.append(f"lost to prompt changes ({currency}): {money:.4f}  (cache breaks, priced)")
     rows = con.execute(
