@@ -6,7 +6,13 @@ Work is cut into tasks that worker processes take from a bounded queue:
 - a gzip/zstd capture is one stream that cannot be split, so the parent decompresses it once
   and hands out blocks of whole lines (written to a temporary file each, which the worker
   maps and deletes: cheaper than sending the bytes through the queue's pipe);
-- a HAR is one JSON document, so the parent scans it entry by entry (`sources.har`) and hands
+- an uncompressed HAR is one JSON document cut the same way, between entries: the parent finds
+  an entry's start about every `CHUNK_BYTES` and counts the entries between two such starts by
+  their `startedDateTime` keys (a byte search, no parse), so each range's first entry number is
+  known; the workers read and parse their ranges themselves (`sources.har.iter_range`). A range
+  whose entries are not what was counted (a damaged document) makes the whole file be read again
+  as below, after the other tasks (`_read_again`);
+- a compressed HAR is one stream, so the parent reads it entry by entry (`sources.har`) and hands
   out batches of read entries;
 - anything else (OTLP/JSON) is one task per file.
 Each worker keeps one set of column buffers per source across tasks and writes Parquet parts when
@@ -63,6 +69,7 @@ from pipeline.sources import (
     open_counted,
 )
 from pipeline.sources.capture import redact_excerpt, too_long
+from pipeline.sources.har import RangeMismatch
 from pipeline.sources.otlp import SPAN_INDEX_STRIDE
 from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, key_of, source_key
 
@@ -127,7 +134,8 @@ class IngestResult:
 class Task:
     """A share of one source. Exactly one of: a byte range of the file (start/end), a block of
     whole JSONL lines (lines, or `spill`: a file holding them), already-read records (items),
-    or the whole file (none set)."""
+    or the whole file (none set). A HAR's byte range holds whole entries, the first numbered
+    first_lineno (from 0)."""
 
     path: str
     fmt: str
@@ -142,6 +150,10 @@ class Task:
     # then delete (`_Pool.run`); lines are numbered from first_lineno, `path` stays the source.
     spill: str | None = None
     stem: str = ""  # the generation its parts are written under (`FileResult.stem`)
+    # A HAR range: how many entries the plan counted in it (None: the last range, to the end of
+    # the document), and the offsets of their `startedDateTime` keys (`sources.har.iter_range`).
+    entries: int | None = None
+    anchors: array[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -369,11 +381,45 @@ def _har_batches(path: Path, digest: str) -> Iterator[Task]:
             yield _damage_task(path, "har", digest, after, damage)
 
 
+def _har_ranges(path: Path, digest: str, size: int) -> Iterator[Task]:
+    """Byte ranges of whole entries of an uncompressed HAR, about CHUNK_BYTES each (smaller at
+    the end, as `_range_bytes` says), for workers to read. Each range ends where an entry starts
+    (`har.entry_start_after`) and counts its entries by their `startedDateTime` keys, which
+    numbers the first entry of the next; the worker checks both (`har.iter_range`). The last
+    range runs to the end of the file: the `]` closing the entries, or where the file ends."""
+    from pipeline.sources.har import entries_offset, entry_start_after, find_anchors
+
+    source = str(path)
+    with path.open("rb") as fh:
+        try:
+            start = entries_offset(fh)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc.message}", hint=exc.hint) from None
+        fd = fh.fileno()
+        index = done = 0
+        while True:
+            cut = None
+            if size - start > CHUNK_BYTES // TAIL_SPLIT:
+                want = start + _range_bytes(size - start)
+                cut = entry_start_after(fd, want, size) if want < size else None
+            end = size if cut is None else cut
+            anchors = find_anchors(fd, start, end)
+            counted = None if cut is None else len(anchors)
+            yield Task(source, "har", digest, start=start, end=end, first_lineno=index,
+                       weight=end - done, entries=counted, anchors=anchors)  # fmt: skip
+            if cut is None:
+                return
+            index += len(anchors)
+            start = done = cut
+
+
 def plan(
     path: Path, fmt: str, digest: str, size: int, max_record: int = MAX_RECORD_BYTES
 ) -> Iterator[Task]:
     if fmt == "har":
-        return _har_batches(path, digest)
+        if compression_of(path) is not None:
+            return _har_batches(path, digest)
+        return _har_ranges(path, digest, size)
     if fmt in LINE_FORMATS:
         if compression_of(path) is not None:
             return _line_blocks(path, fmt, digest, max_record)
@@ -592,6 +638,8 @@ class Worker:
         if task.lines is not None:
             return _line_records(task, io.BytesIO(task.lines), limit)
         if task.start is not None and task.end is not None:
+            if task.fmt == "har":
+                return _har_range_records(task)
             from pipeline.sources.capture import iter_line_range
 
             lines = iter_line_range(Path(task.path), task.start, task.end, limit)
@@ -738,6 +786,17 @@ def _line_records(task: Task, lines: Iterable[bytes], limit: int) -> Iterator[Re
     return iter_capture_lines(lines, task.path, task.first_lineno, limit)
 
 
+def _har_range_records(task: Task) -> Iterator[Record]:
+    """The entries of a HAR's byte range, read by this process (`har.iter_range`)."""
+    from pipeline.sources.har import iter_range, read_entry
+
+    assert task.start is not None and task.end is not None
+    entries = iter_range(
+        Path(task.path), task.start, task.end, task.first_lineno, task.entries, task.anchors or ()
+    )
+    return (read_entry(entry, task.path, index) for index, entry in entries)
+
+
 def _spilled_records(task: Task, limit: int) -> Iterator[Record]:
     """The records of a block of lines the parent spilled to a file; the file is removed once
     read (the parent removes what a failed worker left)."""
@@ -833,6 +892,8 @@ def _worker_main(
         while (task := _next_task(tasks, parent)) is not None:
             try:
                 results.put(("done", task.source_hash, task.weight, worker.run(task)))
+            except RangeMismatch:  # the parent reads that HAR again (`_read_again`)
+                results.put(("again", task.source_hash, task.weight, None))
             except OSError as exc:  # its file went away or changed: that file is rejected
                 results.put(("failed", task.source_hash, task.weight, unreadable_reason(exc)))
         worker.finish()
@@ -855,9 +916,14 @@ class _Run:
         self.done = 0
         self.matched_rules: set[int] = set()  # --providers entries some record's host matched
         self.failed: dict[str, str] = {}  # sources a worker could not read to the end: why
+        self.again: set[str] = set()  # HARs whose ranges did not hold what was counted
 
     def fail(self, digest: str, weight: int, reason: str) -> None:
         self.failed.setdefault(digest, reason)
+        self.done += weight
+
+    def read_again(self, digest: str, weight: int) -> None:
+        self.again.add(digest)
         self.done += weight
 
     def apply(self, digest: str, weight: int, counts: Counts) -> None:
@@ -879,6 +945,8 @@ def _run_inline(tasks: Iterator[Task], root: str, options: Options, run: _Run) -
         for task in tasks:
             try:
                 run.apply(task.source_hash, task.weight, worker.run(task))
+            except RangeMismatch:
+                run.read_again(task.source_hash, task.weight)
             except OSError as exc:
                 run.fail(task.source_hash, task.weight, unreadable_reason(exc))
         worker.finish()
@@ -892,6 +960,7 @@ def _run_inline(tasks: Iterator[Task], root: str, options: Options, run: _Run) -
 _WORKER_MODULES = [
     "pipeline.ingest",
     "pipeline.sources.capture",
+    "pipeline.sources.har",
     "pipeline.sources.otlp",
     "pyarrow.compute",
 ]
@@ -1064,6 +1133,8 @@ class _Pool:
                 run.apply(ident, weight, payload)
             elif kind == "failed":
                 run.fail(ident, weight, payload)
+            elif kind == "again":
+                run.read_again(ident, weight)
             elif kind == "exit":
                 self.exited += 1
                 run.matched_rules.update(payload or ())
@@ -1329,6 +1400,8 @@ def _ingest_locked(
         _run_inline(tasks, str(warehouse.root), options, run)
     else:
         pool.run(tasks, run)
+    for digest in [d for d in pending if d in run.again and d not in failed]:
+        _read_again(warehouse, pending[digest], digest, options, run)
     if progress and total:
         progress(total, total)  # a HAR's tail after log.entries is never read
     for digest, fr in list(pending.items()):
@@ -1345,6 +1418,20 @@ def _ingest_locked(
     if options.providers_file:
         warn_unmatched_rules(Path(options.providers_file), run.matched_rules, result)
     return result
+
+
+def _read_again(
+    warehouse: Warehouse, fr: FileResult, digest: str, options: Options, run: _Run
+) -> None:
+    """Read a HAR again as one stream, here, when a range of it did not hold the entries its plan
+    counted (`har.RangeMismatch`: a damaged stretch, an entry without `startedDateTime`), so the
+    numbers of the entries after it were wrong: the rows its ranges wrote go, under a new
+    generation of the same key the stream's rows come, numbered as `har.iter_har` numbers them."""
+    warehouse.remove_stem(fr.stem)
+    fr.stem = warehouse.new_stem(key_of(fr.stem))
+    fr.records = fr.accepted = fr.rejected = fr.skipped = 0
+    tasks = _guarded(_har_batches(Path(fr.source), digest), digest, run.failed)
+    _run_inline(with_stem(tasks, fr.stem), str(warehouse.root), options, run)
 
 
 def claim(

@@ -11,17 +11,28 @@ streamed body's time to first text is unknown (NULL). A failed request's reason 
 which Chrome and mitmproxy write in `response` (older tools: in the entry).
 
 A HAR is one JSON document, but it can be larger than memory (a long mitmproxy session), so it
-is never parsed whole: `iter_entry_bytes` scans the bytes for the extent of each element of
+is never parsed whole: `_elements` scans the bytes for the extent of each element of
 `log.entries` (tracking only brackets outside strings) and each entry is parsed alone with
-orjson. Memory is one read block plus the largest entry. The scan yields raw bytes so ingest can
-hand batches of entries to worker processes.
+orjson. Memory is one read block plus the largest entry.
+
+Ingest splits an uncompressed HAR like a capture JSONL: the parent finds an entry's start every
+few tens of MB (`entry_start_after`) and the `startedDateTime` keys between two such starts
+(`find_anchors`, a byte search: every HAR 1.2 entry has that key once), and a worker process reads
+the entries of its byte range itself (`iter_range`), numbered from the keys counted before it.
+The worker checks that its range held as many entries as that count said and ended where the
+next range starts; when not (a damaged stretch, an entry without the key), `RangeMismatch` makes
+ingest read the file again as one stream (`iter_entries`).
 """
 
 from __future__ import annotations
 
 import base64
+import errno
+import mmap
+import os
 import re
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -58,6 +69,7 @@ class _Blocks:
         self.fh = fh
         self.buf = b""
         self.eof = False
+        self.base = 0  # the offset in the stream of buf[0]
 
     def more(self, keep: int) -> int:
         block = self.fh.read(READ_BYTES)
@@ -65,6 +77,7 @@ class _Blocks:
             self.eof = True
             return 0
         self.buf = self.buf[keep:] + block
+        self.base += keep
         return keep
 
 
@@ -170,10 +183,15 @@ def iter_entries(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
 
     Raises InputError when the document has no `log.entries` array.
     """
-    index = 0
+    yield from _merged((entry for _, entry in _elements(fh)), 0)
+
+
+def _merged(elements: Iterable[Any], index: int) -> Iterator[tuple[int, Any]]:
+    """(index, entry or BadEntry) from what the scan found, the pieces of a damaged stretch made
+    one BadEntry (`iter_entries`); numbered from `index`."""
     bad: BadEntry | None = None
     held: Any = None  # the last good entry, until the next piece shows it was not cut short
-    for _, entry in _elements(fh):
+    for entry in elements:
         if isinstance(entry, BadEntry):
             if bad is None and held is not None and entry.raw and not entry.raw.startswith(b"{"):
                 # a piece that does not open an object is the rest of the entry before it:
@@ -208,7 +226,7 @@ def _elements(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
     blocks = _Blocks(fh)
     pos = _find_entries(blocks)
     if pos is None:
-        raise InputError("no log.entries array found", hint="is this a HAR 1.2 file?")
+        raise _no_entries()
     index = 0
     while True:
         pos = _BETWEEN.match(blocks.buf, pos).end()  # type: ignore[union-attr]
@@ -228,7 +246,7 @@ def _elements(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
         else:
             span = _exact_end(blocks, pos)
             if span is None:
-                yield index, BadEntry(None, "truncated HAR: the file ends inside this entry")
+                yield index, BadEntry(None, TRUNCATED)
                 return
             raw = blocks.buf[span[0] : span[1]]
             pos = span[1]
@@ -237,6 +255,273 @@ def _elements(fh: IO[bytes]) -> Iterator[tuple[int, Any]]:
             except orjson.JSONDecodeError as exc:
                 yield index, BadEntry(raw, f"HAR entry is not valid JSON: {exc}")
         index += 1
+
+
+def _no_entries() -> InputError:
+    return InputError("no log.entries array found", hint="is this a HAR 1.2 file?")
+
+
+TRUNCATED = "truncated HAR: the file ends inside this entry"
+
+
+# --- byte ranges: the plan in the ingest process, the entries in a worker ----------------------
+
+# The key every HAR 1.2 entry has once (`startedDateTime` is required), as exporters write it.
+# Within a string a quote is escaped, so these bytes are a key (or a whole string value).
+ANCHOR = b'"startedDateTime"'
+ANCHOR_SPAN = 256  # bytes read past a block, for a key that starts in it
+_KEY_END = re.compile(rb"\s*+(?::|\Z)")  # a colon after it, or the bytes in hand end first
+_WHITESPACE = b" \t\r\n"
+GAP_BYTES = 256  # the most whitespace looked through between two entries, for a guess
+# A candidate end followed by this is a header, cookie or query parameter (`{"name": ...}`), not
+# the next entry: not worth a parse.
+_PAIR_KEY = b'name"'
+CUT_BLOCK = 1024 * 1024  # read at a planned cut to find an entry start (grown for large entries)
+CUT_BLOCK_MAX = 64 * 1024 * 1024
+CUT_TRIES = 64  # candidate entry starts parsed per block before it is grown
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)  # where the system has it (Linux, macOS)
+
+
+class RangeMismatch(Exception):
+    """A byte range of a HAR did not hold the entries its plan counted, or did not end where the
+    next range starts (a damaged stretch, an entry without `startedDateTime`): the numbers of the
+    entries after it would be wrong, so ingest reads the file again as one stream."""
+
+
+def entries_offset(fh: IO[bytes]) -> int:
+    """The offset just past the `[` of `log.entries`; InputError when the document has none."""
+    blocks = _Blocks(fh)
+    pos = _find_entries(blocks)
+    if pos is None:
+        raise _no_entries()
+    return blocks.base + pos
+
+
+def find_anchors(fd: int, start: int, end: int) -> array[int]:
+    """The offsets of ANCHOR as a key (a colon after it) in bytes [start, end) of a file, read
+    in blocks: a byte search, no parse. One per entry in a HAR 1.2 document."""
+    found = array("q")
+    pos = start
+    while pos < end:
+        length = min(READ_BYTES, end - pos)
+        # ANCHOR_SPAN bytes more, so that a key across two blocks is seen, with its colon; one
+        # starting past the block is the next block's
+        block = os.pread(fd, min(length + ANCHOR_SPAN, end - pos), pos)
+        if not block:
+            break
+        at = block.find(ANCHOR)
+        while 0 <= at < length:
+            if _KEY_END.match(block, at + len(ANCHOR)):
+                found.append(pos + at)
+            at = block.find(ANCHOR, at + len(ANCHOR))
+        pos += length
+    return found
+
+
+def entry_start_after(fd: int, offset: int, size: int) -> int | None:
+    """The offset of an entry's `{` after `offset` and before `size`: an object following `},`
+    that parses and has a `request` or `startedDateTime` key (`_looks_like_entry`). None when no
+    such entry starts within CUT_BLOCK_MAX bytes. A worker reading up to it checks that it is
+    where an entry starts (`iter_range`)."""
+    length = CUT_BLOCK
+    while offset < size:
+        block = os.pread(fd, min(length, size - offset), offset)
+        scan = _Scan(block, 0, len(block), (), whole=False, mapped=False)
+        tries = 0
+        for match in _BOUNDARY.finditer(block):
+            if block.startswith(_PAIR_KEY, match.end()):
+                continue
+            brace = block.rindex(b"{", match.start(), match.end())
+            found = scan.guess(brace)
+            if found is not None and _looks_like_entry(found[1]):
+                return offset + brace
+            tries += 1
+            if tries >= CUT_TRIES:
+                break
+        if offset + len(block) >= size or length >= CUT_BLOCK_MAX:
+            return None
+        length *= 4
+    return None
+
+
+class _Scan:
+    """The elements of `log.entries` in buf[pos:stop] (a file's bytes, mapped or read), found as
+    `_elements` finds them in a stream: the same extents, values and BadEntry reasons. An
+    entry's end is guessed first where the next `startedDateTime` key (`anchors`, offsets in
+    buf) says the next entry starts, then at `},{"` boundaries after its own key, each guess
+    checked by parsing; JSON parses prefix-deterministically, so a guess that parses is the end
+    whichever guess it was. When none parses, the brackets are counted (`_exact_in`).
+
+    `whole`: an entry ends at `stop` (a range's end), not only somewhere before it (a block read
+    to look for one). A mapped buf (`mapped`) is read forward only, so the pages read are let go
+    every READ_BYTES: the file's pages count towards this process's memory for about that much,
+    not the whole range."""
+
+    def __init__(
+        self, buf: Any, pos: int, stop: int, anchors: Sequence[int], whole: bool, mapped: bool
+    ) -> None:
+        self.buf, self.pos, self.stop, self.anchors = buf, pos, stop, anchors
+        self.whole = whole
+        self.next_anchor = 0  # index in anchors of the first at or after the element read
+        self.ended = ""  # how `elements` ended: stop, close (`]`) or truncated
+        self.released = 0 if mapped else -1  # buf[:released] is let go (-1: never)
+
+    def elements(self) -> Iterator[Any]:
+        buf, stop = self.buf, self.stop
+        pos = self.pos
+        while True:
+            if self.released >= 0 and pos - self.released >= READ_BYTES and _DONTNEED:
+                self._release(pos)
+            pos = _BETWEEN.match(buf, pos, stop).end()  # type: ignore[union-attr]
+            if pos >= stop:
+                self.ended = "stop"
+                return
+            if buf[pos] == _CLOSE:
+                self.ended = "close"
+                return
+            found = self.guess(pos) if buf[pos] == _BRACE else None
+            if found is not None:
+                pos = found[0]
+                yield found[1]
+                continue
+            end = _exact_in(buf, pos, stop)
+            if end is None:
+                self.ended = "truncated"
+                yield BadEntry(None, TRUNCATED)
+                return
+            raw = bytes(buf[pos:end])
+            pos = end
+            try:
+                yield orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                yield BadEntry(raw, f"HAR entry is not valid JSON: {exc}")
+
+    def _release(self, pos: int) -> None:
+        upto = pos - pos % mmap.PAGESIZE
+        self.buf.madvise(_DONTNEED, self.released, upto - self.released)
+        self.released = upto
+
+    def guess(self, start: int) -> tuple[int, Any] | None:
+        """(end, parsed entry) of the object at `start`, or None when no guess parsed."""
+        tried: set[int] = set()
+        with memoryview(self.buf) as view:
+            for end in self._ends(start):
+                if end in tried:
+                    continue
+                tried.add(end)
+                try:
+                    return end, orjson.loads(view[start:end])
+                except orjson.JSONDecodeError:
+                    if len(tried) >= MAX_GUESSES:
+                        return None
+        return None
+
+    def _ends(self, start: int) -> Iterator[int]:
+        buf, stop, anchors = self.buf, self.stop, self.anchors
+        k = self.next_anchor
+        while k < len(anchors) and anchors[k] < start:
+            k += 1
+        self.next_anchor = k
+        own = anchors[k] if k < len(anchors) else None
+        after = anchors[k + 1] if k + 1 < len(anchors) and anchors[k + 1] < stop else None
+        if after is not None:
+            # `},{` right before the next key: it opens the next entry (mitmproxy, Firefox)
+            end = _end_before(buf, after, start, opening=True)
+        elif self.whole:  # the last entry here: it ends before the range does
+            end = _end_before(buf, stop, start, opening=False)
+        else:
+            end = -1
+        if end > start:
+            yield end
+        # after its own key (it comes last in Chrome's entries), `},{"` boundaries
+        for match in _BOUNDARY.finditer(buf, start + 1 if own is None else own, stop):
+            if buf[match.end() : match.end() + len(_PAIR_KEY)] != _PAIR_KEY:
+                yield match.start() + 1
+        for match in _LAST.finditer(buf, start + 1, stop):
+            yield match.start() + 1
+
+
+def _end_before(buf: Any, pos: int, floor: int, opening: bool) -> int:
+    """Just past a `}` that the bytes before `pos` end with (after floor), followed by a comma
+    and, when `opening`, a `{`, with whitespace anywhere between; else -1. Without `opening`,
+    any run of commas and whitespace."""
+    lo = max(floor, pos - GAP_BYTES)
+    tail = bytes(buf[lo:pos])
+    if opening:
+        for byte in (b"{", b","):
+            tail = tail.rstrip(_WHITESPACE)
+            if not tail.endswith(byte):
+                return -1
+            tail = tail[:-1]
+    tail = tail.rstrip(_WHITESPACE if opening else _WHITESPACE + b",")
+    return lo + len(tail) if tail.endswith(b"}") else -1
+
+
+def _exact_in(buf: Any, start: int, stop: int) -> int | None:
+    """`_exact_end` on bytes in hand: the end of the value at `start` by bracket depth, None when
+    buf[:stop] ends inside it."""
+    depth = 0
+    pos = start
+    while True:
+        pos = _SKIP.match(buf, pos, stop).end()  # type: ignore[union-attr]
+        if pos >= stop or buf[pos] == _QUOTE:
+            return None
+        if buf[pos] in _OPEN:
+            depth += 1
+        else:
+            depth -= 1
+            if depth <= 0:
+                return pos + 1
+        pos += 1
+
+
+def iter_range(
+    path: Path,
+    start: int,
+    end: int,
+    first_index: int,
+    expect: int | None,
+    anchors: Sequence[int] = (),
+) -> Iterator[tuple[int, Any]]:
+    """(index, entry or BadEntry) of the entries in bytes [start, end) of an uncompressed HAR,
+    numbered from `first_index`, as `iter_entries` gives them for the whole document. `expect`:
+    how many the plan counted (None for the last range, which runs to the end of the document);
+    `anchors`: the offsets of the `startedDateTime` keys in the range.
+
+    Raises RangeMismatch, after the entries, when the range held another number of entries than
+    `expect` or did not end where the next starts; or when a range after the first does not
+    begin with an entry (the damaged stretch may have begun in the range before)."""
+    with open(path, "rb", buffering=0) as fh:
+        fd = fh.fileno()
+        if os.fstat(fd).st_size < end:
+            raise OSError(errno.ESPIPE, "the file was cut short while it was read")
+        if end <= start:
+            return
+        base = start - start % mmap.ALLOCATIONGRANULARITY
+        with mmap.mmap(fd, end - base, offset=base, access=mmap.ACCESS_READ) as data:
+            relative = [a - base for a in anchors]
+            scan = _Scan(data, start - base, end - base, relative, whole=True, mapped=True)
+            elements = scan.elements()
+            if first_index > 0:
+                elements = _opening_with_an_entry(elements)
+            count = 0
+            for item in _merged(elements, first_index):
+                yield item
+                count += 1
+            if expect is not None and (scan.ended != "stop" or count != expect):
+                raise RangeMismatch(
+                    f"bytes {start}-{end} held {count} entries (ending: {scan.ended}), not the"
+                    f" {expect} counted"
+                )
+
+
+def _opening_with_an_entry(elements: Iterator[Any]) -> Iterator[Any]:
+    """The elements of a range after the first, if its first is an entry: then whatever the
+    range before ended with is complete, as `iter_entries` would have found it."""
+    for n, entry in enumerate(elements):
+        if n == 0 and (isinstance(entry, BadEntry) or not _looks_like_entry(entry)):
+            raise RangeMismatch("the range does not begin with an entry")
+        yield entry
 
 
 def _pairs(items: Any) -> list[tuple[str, str]]:
