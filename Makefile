@@ -40,6 +40,7 @@ BUSIEST_WEEK = $$($(BIN)/cacheaudit sql --warehouse $(WAREHOUSE) --format csv "$
 demo: $(STAMP)
 	$(BIN)/cacheaudit demo --out demo/capture.jsonl
 	$(BIN)/cacheaudit ingest demo/capture.jsonl --warehouse $(WAREHOUSE)
+	$(BIN)/cacheaudit build --warehouse $(WAREHOUSE)
 	$(BIN)/cacheaudit summary --warehouse $(WAREHOUSE)
 	$(BIN)/cacheaudit report weekly --all --warehouse $(WAREHOUSE) --out $(REPORTS) > /dev/null
 	@week=$(BUSIEST_WEEK); \

@@ -62,9 +62,9 @@ WITH conv AS (
         c, c % 10 AS agent, 'acct_' || lpad((c % 40)::VARCHAR, 12, '0') AS account,
         CASE WHEN c % 2 = 0 THEN 'sess-' || c END AS session_id,
         5 + (c * 7) % 31 AS n_turns,
-        TIMESTAMPTZ '2026-10-01 00:00:00+00' + to_seconds(c * (30 * 86400 // $conversations))
+        $start::TIMESTAMPTZ + to_seconds((c - $first) * ($days * 86400 // $conversations))
             AS conv_start
-    FROM range($conversations) AS r(c)
+    FROM range($first, $first + $conversations) AS r(c)
 )
 SELECT
     conv.*, a.provider, a.model, a.tools AS n_tools, a.breaker, t,
@@ -118,14 +118,26 @@ def _select_for(table: str, given: dict[str, str]) -> str:
     return ", ".join(cols)
 
 
-def make_warehouse(root: Path, n_requests: int) -> tuple[int, int]:
-    """Write a synthetic warehouse of about n_requests; returns (requests, segments)."""
+def make_warehouse(
+    root: Path,
+    n_requests: int,
+    *,
+    start: str = "2026-10-01",
+    days: int = 30,
+    first: int = 0,
+    key: str = KEY,
+) -> tuple[int, int]:
+    """Write a synthetic source of about n_requests over `days` days from `start`; returns
+    (requests, segments). Several sources go into one warehouse with distinct `key`s and
+    conversation numbers (`first`: the first one's, which makes the ids distinct)."""
     conversations = max(TURNS_SPREAD, n_requests // 20 // TURNS_SPREAD * TURNS_SPREAD)
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET enable_progress_bar = false")
     con.execute(AGENT_SQL)
-    con.execute(TURNS_SQL, {"conversations": conversations})
+    con.execute(
+        TURNS_SQL, {"conversations": conversations, "start": start, "days": days, "first": first}
+    )
     con.execute(SEGMENTS_SQL)
     for sub in ("requests", "segments", "segment_content", "sources"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -154,7 +166,7 @@ def make_warehouse(root: Path, n_requests: int) -> tuple[int, int]:
         "last_prefix_hash": "last_prefix_hash",
         "cache_breakpoints": "CASE WHEN provider = 'anthropic' "
         "THEN [n_tools, segment_count - 1] END",
-        "source": "'synthetic'",
+        "source": f"'synthetic-{key}'",
         "source_index": "0",
     }
     con.execute(
@@ -172,14 +184,14 @@ def make_warehouse(root: Path, n_requests: int) -> tuple[int, int]:
             )
             SELECT {_select_for("requests", req_cols)} FROM joined
         ) TO '{root / "requests"}' (FORMAT parquet, PARTITION_BY (day), COMPRESSION zstd,
-            FILENAME_PATTERN '{KEY}-{{i}}')
+            OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{key}-{{i}}')
         """
     )
     seg_cols = {n: n for n in schema.load("segments").names}
     con.execute(
         f"""COPY (SELECT {_select_for("segments", seg_cols)} FROM seg)
         TO '{root / "segments"}' (FORMAT parquet, PARTITION_BY (day), COMPRESSION zstd,
-            FILENAME_PATTERN '{KEY}-{{i}}')"""
+            OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{key}-{{i}}')"""
     )
     content_cols = {
         "segment_hash": "segment_hash",
@@ -196,10 +208,10 @@ def make_warehouse(root: Path, n_requests: int) -> tuple[int, int]:
     con.execute(
         f"""COPY (SELECT {_select_for("segment_content", content_cols)} FROM seg
                   GROUP BY segment_hash)
-        TO '{root / "segment_content" / f"{KEY}-0.parquet"}' (FORMAT parquet)"""
+        TO '{root / "segment_content" / f"{key}-0.parquet"}' (FORMAT parquet)"""
     )
     source_cols = {
-        "source": "'synthetic'",
+        "source": f"'synthetic-{key}'",
         "source_hash": "repeat('0', 64)",
         "format": "'synthetic'",
         "records": "(SELECT count(*) FROM turns)",
@@ -208,7 +220,7 @@ def make_warehouse(root: Path, n_requests: int) -> tuple[int, int]:
     }
     con.execute(
         f"""COPY (SELECT {_select_for("sources", source_cols)})
-        TO '{root / "sources" / f"{KEY}.parquet"}' (FORMAT parquet)"""
+        TO '{root / "sources" / f"{key}.parquet"}' (FORMAT parquet)"""
     )
     counts = con.execute("SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM seg)")
     n_req, n_seg = counts.fetchone() or (0, 0)

@@ -10,6 +10,9 @@ from typing import Any
 
 import duckdb
 
+from pipeline.period import Period, bounded, first_day_of, last_day_before
+from pipeline.warehouse import Warehouse
+
 # The causes queries/cache_breaks.sql names (schemas/cache_breaks.json lists the same), in the
 # order it tries them: `check --fail-on` refuses any other word, so a typo cannot pass a gate.
 CAUSES = (
@@ -52,6 +55,16 @@ def select(
 
     params = {"since": since, "until": until, "agent": agent}
     return con.sql(sqlmod.param_query_sql("findings_between"), params=params)
+
+
+def period_of(wh: Warehouse, since: datetime | None, until: datetime | None) -> Period | None:
+    """The days `findings --since/--until` reads: those of [since, until) and the margin before
+    them (pipeline/period.py); everything when neither is given."""
+    return bounded(
+        wh,
+        first_day_of(since) if since is not None else None,
+        last_day_before(until) if until is not None else None,
+    )
 
 
 # A provider_miss (the prefix was intact, the provider read less than its own rules allow) is

@@ -38,7 +38,8 @@ from pathlib import Path
 import duckdb
 
 from pipeline import resources, schema
-from pipeline.errors import NotFoundError, QueryError
+from pipeline.errors import NotFoundError, QueryError, WarehouseError
+from pipeline.period import Period, margin_days, parts_within
 from pipeline.warehouse import TABLES, Warehouse, stem_of
 
 QUERY_DIR = resources.folder("queries")
@@ -126,11 +127,18 @@ def _quoted(name: str) -> str:
 def same_columns(files: list[Path]) -> bool:
     """Whether every Parquet part has the same columns, by name and type in order (a footer
     read per part, ~0.1 ms each)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     first: list[tuple[str, str]] | None = None
     for path in files:
-        columns = [(f.name, str(f.type)) for f in pq.read_schema(path)]
+        try:
+            columns = [(f.name, str(f.type)) for f in pq.read_schema(path)]
+        except (OSError, pa.ArrowException) as exc:
+            raise WarehouseError(
+                f"{path}: not a readable Parquet part ({_one_line(exc)})",
+                hint="re-ingest its source with --force, or restore the warehouse from a copy",
+            ) from exc
         if first is None:
             first = columns
         elif columns != first:
@@ -220,11 +228,14 @@ def connect(
     database: str = ":memory:",
     use_derived: bool = True,
     only: Iterable[str] | None = None,
+    period: Period | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with raw tables and every view in queries/ registered.
 
     `use_derived`: read a view from `<warehouse>/derived/` while its stamp is current.
     `only`: create just these views and what they read (faster; unrelated views are skipped).
+    `period`: register only the days of the period and the margin before it, of the raw tables
+    and of the stored views (pipeline/period.py says what the margin leaves out).
     """
     options = options or SqlOptions()
     queries = load_queries()
@@ -237,16 +248,27 @@ def connect(
     con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
     _limit_read_memory(con)
-    for table, files in snapshot.items():
-        _register_raw(con, table, files)
+    # the data tables first: the margin of a period read comes from the cache rules
     for provider in TABLE_PROVIDERS:
         importlib.import_module(provider).register(con, options)
+    stored = {
+        name: fresh_derived(wh, name, options, state=state) if use_derived else None
+        for name in wanted & set(MATERIALISED)
+    }
+    days = None
+    if period is not None:
+        computed = any(path is None for path in stored.values())
+        days = period.read_days(margin_days(con, lookback=computed))
+    for table, files in snapshot.items():
+        if days is not None and schema.load(table).partition_by == "day":
+            files = parts_within(files, days)
+        _register_raw(con, table, files)
     for name in creation_order(queries):
         if name not in wanted:
             continue
-        derived = fresh_derived(wh, name, options, state=state) if use_derived else None
+        derived = stored.get(name)
         if derived is not None:
-            _create_from_parquet(con, name, derived)
+            _create_from_parquet(con, name, derived, days)
         else:
             _create_view(con, queries[name])
     return con
@@ -259,9 +281,18 @@ def _create_view(con: duckdb.DuckDBPyConnection, q: Query) -> None:
         raise QueryError(f"{q.path.name}: {_one_line(exc)}") from exc
 
 
-def _create_from_parquet(con: duckdb.DuckDBPyConnection, name: str, path: Path) -> None:
+def _create_from_parquet(
+    con: duckdb.DuckDBPyConnection, name: str, path: Path, days: Period | None = None
+) -> None:
     pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
-    rel = con.sql("SELECT * FROM read_parquet($p)", params={"p": pattern})
+    if days is None:
+        rel = con.sql("SELECT * FROM read_parquet($p)", params={"p": pattern})
+    else:
+        # `build` writes rows in started_at order, so the filter skips whole row groups
+        rel = con.sql(
+            "SELECT * FROM read_parquet($p) WHERE started_at >= $start AND started_at < $end",
+            params={"p": pattern, "start": days.start, "end": days.end},
+        )
     rel.create_view(name, replace=True)
 
 
@@ -400,6 +431,13 @@ def nothing_to_build(
     return [BuildResult(name, False, -1, 0.0) for name in order]
 
 
+def stored_views_current(wh: Warehouse, options: SqlOptions | None = None) -> bool:
+    """Whether `build` stored every materialised view since the last ingest: period reads
+    then take conversations, breaks and expected reads from the whole history."""
+    order = materialised_order(None, load_queries())
+    return nothing_to_build(wh, order, options or SqlOptions(), force=False) is not None
+
+
 def build(
     wh: Warehouse,
     *,
@@ -451,8 +489,8 @@ def _build_locked(
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             written = con.execute(
-                f"COPY (SELECT * FROM {_quoted(name)}) TO '{_path_literal(tmp)}' "
-                "(FORMAT parquet, COMPRESSION zstd)"
+                f"COPY (SELECT * FROM {_quoted(name)}{_stored_order(name)}) "
+                f"TO '{_path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
             ).fetchall()
         except duckdb.Error as exc:
             tmp.unlink(missing_ok=True)
@@ -470,6 +508,14 @@ def _build_locked(
         _create_from_parquet(con, name, path)
         results.append(BuildResult(name, True, rows, time.perf_counter() - start))
     return results
+
+
+def _stored_order(name: str) -> str:
+    """Rows of a stored view in started_at order: a period read (reports, summary) then skips
+    the row groups outside its days by their min/max statistics."""
+    if "started_at" in schema.load(name).names:
+        return " ORDER BY started_at NULLS LAST"
+    return ""
 
 
 def build_memory_limit() -> int:

@@ -10,6 +10,7 @@ import duckdb
 
 from pipeline import sql as sqlmod
 from pipeline.errors import UsageError
+from pipeline.period import bounded
 from pipeline.warehouse import Warehouse
 
 DIMENSIONS = ("day", "model", "agent", "session")
@@ -60,7 +61,10 @@ def grouped(
         raise UsageError(f"--by {by!r} is not one of {', '.join(DIMENSIONS)}")
     if since is not None and until is not None and since > until:
         raise UsageError(f"--since {since} is after --until {until}")
-    con = sqlmod.connect(wh, options=options, only=["summary_requests"])
+    # only the days asked for (and the margin before them) are read
+    con = sqlmod.connect(
+        wh, options=options, only=["summary_requests"], period=bounded(wh, since, until)
+    )
     rel = sqlmod.run(
         con,
         sqlmod.param_query_sql("summary_by"),

@@ -2,7 +2,8 @@
 -- inputs: prefix_hygiene, conversations
 -- output: prefix hygiene findings for the agents (or conversations) that had traffic in each
 --   ISO week, worst first: ranked by the tokens they cost (tokens per affected turn x turns).
---   Findings are computed over all recorded traffic of that agent, not only the week.
+--   Findings are computed over all the traffic read: a weekly page reads its week and the
+--   margin before it (pipeline/period.py), a session without a period everything.
 WITH active AS (
     SELECT DISTINCT
         date_trunc('week', (started_at AT TIME ZONE 'UTC')::DATE)::DATE AS week,

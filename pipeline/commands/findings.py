@@ -61,8 +61,12 @@ def findings(
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="one of table, csv, json")
+    wh = existing_warehouse(warehouse)
     con = sqlmod.connect(
-        existing_warehouse(warehouse), options=sql_options(prices, rules), only=["findings"]
+        wh,
+        options=sql_options(prices, rules),
+        only=["findings"],
+        period=lib.period_of(wh, since, until),
     )
     rel = lib.select(con, since=since, until=until, agent=agent)
     if fmt == "table":

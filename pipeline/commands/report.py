@@ -67,12 +67,16 @@ def weekly(
         until=_date(until, "--until"),
         all_weeks=all_weeks,
     )
-    result = generate_weekly(
-        existing_warehouse(warehouse),
-        out or default_out_dir(),
-        selection,
-        options=sql_options(prices, rules),
-    )
+    from pipeline import sql
+
+    wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
+    if not sql.stored_views_current(wh, options):
+        err(
+            "note: views not built since the last ingest: each page computes them from its own"
+            " days (docs/reports.md); `cacheaudit build` first gives figures from the whole"
+            " history, and faster pages"
+        )
+    result = generate_weekly(wh, out or default_out_dir(), selection, options=options, progress=err)
     for path in result.unchanged:
         err(f"{path}: unchanged inputs, skipped")
     for path in result.written:

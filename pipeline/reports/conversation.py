@@ -27,9 +27,10 @@ def generate_conversation(
     options: sql.SqlOptions | None = None,
     now: datetime | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
+    read: str | None = None,
 ) -> Path:
     """Write the page of one conversation; `con`: a connection to `wh` already open (the weekly
-    report writes the pages it links to)."""
+    report writes the pages it links to), `read`: which days it reads, when not all of them."""
     view = conversation_turns.VIEW
     if reason := missing_reason(view, conversation_turns.VIEWS[view]):
         raise NotFoundError(f"conversation reports are not available: {reason}")
@@ -47,6 +48,12 @@ def generate_conversation(
         f"{first['agent'] or 'unknown agent'} · {first['model'] or 'unknown model'} ·"
         f" {len(rows)} turns from {first['started_at'][:19]} to {last['started_at'][:19]} UTC"
     )
+    if read is not None and first["turn"] != 1:
+        # stored turn numbers come from the whole history: the first ones were not read
+        subtitle += (
+            f" (turns {first['turn']} to {last['turn']}: those in {read};"
+            " `cacheaudit report conversation` shows every turn)"
+        )
     html = page.render(
         page.Page(
             title=f"cacheaudit conversation {conversation_id}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -18,6 +19,7 @@ import duckdb
 
 from pipeline import sql
 from pipeline.errors import NotFoundError, UsageError
+from pipeline.period import Period, days_with_requests
 from pipeline.reports import footer, page
 from pipeline.reports.data import (
     Row,
@@ -67,12 +69,12 @@ def week_file(week: IsoWeek) -> str:
     return f"{week.label}.html"
 
 
-def _weeks_with_data(con: duckdb.DuckDBPyConnection) -> dict[IsoWeek, Row]:
+def _headlines(con: duckdb.DuckDBPyConnection) -> dict[IsoWeek, Row]:
     rows = fetch(con, "report_weekly_headline", "requests > 0", [])
     return {IsoWeek(date.fromisoformat(r["week"])): r for r in rows}
 
 
-def _select(selection: WeekSelection, available: dict[IsoWeek, Row]) -> list[IsoWeek]:
+def _select(selection: WeekSelection, available: set[IsoWeek]) -> list[IsoWeek]:
     known = ", ".join(w.label for w in sorted(available)) or "none (run `cacheaudit ingest`)"
     hint = f"weeks with data: {known}"
     if selection.week is not None:
@@ -155,7 +157,47 @@ def _linked_conversations(
         | hygiene.linked_conversations(data.get(hygiene.VIEW))
         | findings.linked_conversations(data.get(findings.VIEW))
     )
-    return [generate_conversation(wh, out_dir, cid, now=now, con=con) for cid in ids]
+    # the pages come from the week's read: turns outside its days are not in them
+    read = f"the days read for week {data.week.label}"
+    return [generate_conversation(wh, out_dir, cid, now=now, con=con, read=read) for cid in ids]
+
+
+def _write_week(
+    wh: Warehouse,
+    out_dir: Path,
+    week: IsoWeek,
+    stamp: str,
+    options: sql.SqlOptions,
+    now: datetime,
+    result: WeeklyResult,
+) -> dict[str, Any]:
+    """One week's page and the conversation pages it links to; its manifest entry.
+
+    The page reads its week's days and the margin before them, whatever else is selected: a
+    page is the same whether written alone or with --all, and a report's time and memory follow
+    the week's size, not the warehouse's."""
+    con = sql.connect(wh, options=options, period=Period(week.monday, week.sunday))
+    headline = _headlines(con).get(week)
+    if headline is None:  # a partition of that week holds no request row
+        raise NotFoundError(f"no requests in week {week.label}")
+    wanted = weekly_views()
+    views = [v for v in wanted if view_exists(v)]
+    materialise(con, {wanted[v] for v in views})
+    data = WeekData(week, {v: fetch_weeks(con, v, [week]).get(week, []) for v in views})
+    html = build_week_page(
+        data, sources_html=footer.sources_html(con), warehouse=str(wh.root), now=now, stamp=stamp
+    )
+    path = out_dir / week_file(week)
+    write_atomic(path, html)
+    result.written.append(path)
+    result.conversations += _linked_conversations(wh, out_dir, data, con, now)
+    return {
+        "stamp": stamp,
+        "file": week_file(week),
+        "generated_at": now.isoformat(),
+        "headline": headline,
+        "cost": data.get("report_weekly_cost"),
+    }
 
 
 def generate_weekly(
@@ -165,13 +207,16 @@ def generate_weekly(
     *,
     options: sql.SqlOptions | None = None,
     now: datetime | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> WeeklyResult:
+    """Write the selected weeks' pages (each computed from its own days and the margin before
+    them: pipeline/period.py), the manifest and the index. `progress` hears of each week when
+    there are several."""
     selection.check()
     options = options or sql.SqlOptions()
     now = now or datetime.now(UTC)
-    con = sql.connect(wh, options=options)
-    available = _weeks_with_data(con)
-    weeks = _select(selection, available)
+    # which weeks have requests, from the names of the day partitions: nothing is read
+    weeks = _select(selection, {IsoWeek.of(d) for d in days_with_requests(wh)})
     manifest = _load_manifest(out_dir)
     result = WeeklyResult()
     stamps = {w: week_stamp(wh, w, options) for w in weeks}
@@ -183,28 +228,10 @@ def generate_weekly(
             result.unchanged.append(path)
         else:
             todo.append(week)
-    if todo:
-        wanted = weekly_views()
-        views = [v for v in wanted if view_exists(v)]
-        materialise(con, {wanted[v] for v in views})
-        rows = {v: fetch_weeks(con, v, todo) for v in views}
-        sources_html = footer.sources_html(con)
-        for week in todo:
-            data = WeekData(week, {v: rows[v].get(week, []) for v in views})
-            html = build_week_page(
-                data, sources_html=sources_html, warehouse=str(wh.root), now=now, stamp=stamps[week]
-            )
-            path = out_dir / week_file(week)
-            write_atomic(path, html)
-            result.written.append(path)
-            result.conversations += _linked_conversations(wh, out_dir, data, con, now)
-            manifest[week.label] = {
-                "stamp": stamps[week],
-                "file": week_file(week),
-                "generated_at": now.isoformat(),
-                "headline": available[week],
-                "cost": data.get("report_weekly_cost"),
-            }
+    for n, week in enumerate(todo, 1):
+        if progress is not None and len(todo) > 1:
+            progress(f"week {week.label} ({n} of {len(todo)})")
+        manifest[week.label] = _write_week(wh, out_dir, week, stamps[week], options, now, result)
     write_atomic(out_dir / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     result.index = out_dir / "index.html"
     write_atomic(result.index, render_index(manifest, out_dir, now, str(wh.root)))

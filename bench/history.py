@@ -1,0 +1,147 @@
+"""Benchmark: a weekly report and a build as history grows (issue 23's scaling targets).
+
+    .venv/bin/python bench/history.py                       # 100,000 requests a week, 1 vs 20 weeks
+    .venv/bin/python bench/history.py --per-week 500000 --weeks 20 --keep /tmp/hist
+
+Two synthetic warehouses (bench/views.py's generator: agent conversations with growing
+histories, ~30 segments a request): one holding a single week of N requests, one holding the
+same kind of week 20 times over (distinct conversations, one source per week). Each is built
+(`cacheaudit build`), then `report weekly --week` renders its last week. Every step runs as its
+own process, so each peak memory is that step's alone. Printed, and written to BENCH_JSON: the
+seconds and peak memory of each step, the report's ratio between the two warehouses (target:
+within 1.2x, under 1.5 GB) and the build's time per request between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from views import make_warehouse  # noqa: E402
+
+FIRST_MONDAY = date(2026, 7, 13)
+
+
+def _week_start(i: int) -> date:
+    return FIRST_MONDAY + timedelta(weeks=i)
+
+
+def make_history(root: Path, per_week: int, weeks: int, last: int) -> int:
+    """Weeks `last - weeks + 1 .. last` of `per_week` requests each; returns the requests."""
+    total = 0
+    conversations = per_week // 20 + 64  # room for each week's conversation numbers
+    for i in range(last - weeks + 1, last + 1):
+        # a week's conversations start within its first six days: their turns stay in it
+        n, _ = make_warehouse(
+            root,
+            per_week,
+            start=_week_start(i).isoformat(),
+            days=6,
+            first=i * conversations,
+            key=f"{i + 1:016x}",
+        )
+        total += n
+    return total
+
+
+def _requests(root: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(p).num_rows for p in (root / "requests").rglob("*.parquet"))
+
+
+def timed(args: list[str]) -> tuple[float, float]:
+    """Seconds and peak resident memory (MB) of one cacheaudit command in its own process."""
+    code = (
+        "import resource, runpy, sys\n"
+        "sys.argv = ['cacheaudit', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('pipeline', run_name='__main__')\n"
+        "finally:\n"
+        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "    print(f'PEAK_MB {peak:.0f}', file=sys.stderr)\n"
+    )
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True
+    )
+    took = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"cacheaudit {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+    peak = [ln for ln in proc.stderr.splitlines() if ln.startswith("PEAK_MB ")]
+    return took, float(peak[-1].split()[1]) if peak else float("nan")
+
+
+def measure(root: Path, week: str, out: Path) -> dict[str, float]:
+    build_s, build_mb = timed(["build", "-w", str(root)])
+    report_s, report_mb = timed(["report", "weekly", "-w", str(root), "--week", week,
+                                 "--out", str(out)])  # fmt: skip
+    return {"build_s": build_s, "build_peak_mb": build_mb,
+            "report_s": report_s, "report_peak_mb": report_mb}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-week", type=int, default=100_000)
+    parser.add_argument("--weeks", type=int, default=20)
+    parser.add_argument("--keep", type=Path, help="write the warehouses here and keep them")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="cacheaudit-history-"))
+    last = args.weeks - 1
+    monday = _week_start(last)
+    week = f"{monday.isocalendar()[0]}-W{monday.isocalendar()[1]:02d}"
+    results: dict[str, dict[str, float]] = {}
+    try:
+        for label, weeks in (("one_week", 1), (f"{args.weeks}_weeks", args.weeks)):
+            root = work / label
+            if not (root / "sources").is_dir():
+                shutil.rmtree(root, ignore_errors=True)
+                t0 = time.perf_counter()
+                n = make_history(root, args.per_week, weeks, last)
+                print(f"{label}: {n:,} requests written in {time.perf_counter() - t0:.0f} s")
+            shutil.rmtree(root / "derived", ignore_errors=True)
+            shutil.rmtree(work / f"{label}-out", ignore_errors=True)
+            results[label] = measure(root, week, work / f"{label}-out")
+            results[label]["requests"] = _requests(root)
+            r = results[label]
+            print(
+                f"{label}: build {r['build_s']:.1f} s (peak {r['build_peak_mb']:,.0f} MB), "
+                f"report --week {week} {r['report_s']:.1f} s (peak {r['report_peak_mb']:,.0f} MB)"
+            )
+        one, many = results["one_week"], results[f"{args.weeks}_weeks"]
+        summary = {
+            "per_week": args.per_week,
+            "weeks": args.weeks,
+            "report_ratio": round(many["report_s"] / one["report_s"], 3),
+            "report_peak_mb": round(max(one["report_peak_mb"], many["report_peak_mb"])),
+            "build_per_request_ratio": round(
+                (many["build_s"] / many["requests"]) / (one["build_s"] / one["requests"]), 3
+            ),
+            "runs": results,
+        }
+        print(
+            f"report of one week: {summary['report_ratio']:.2f}x with {args.weeks} weeks of "
+            f"history (target <= 1.2x), peak {summary['report_peak_mb']:,} MB (target < 1,536); "
+            f"build per request: {summary['build_per_request_ratio']:.2f}x"
+        )
+        if os.environ.get("BENCH_JSON"):
+            Path(os.environ["BENCH_JSON"]).write_text(json.dumps(summary, indent=1))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Reading a period of the warehouse: the days a report or summary shows, and the margin before.
+
+A weekly report used to derive every view over the whole warehouse, so each week of history made
+every later report slower and larger in memory. A period read registers only the day partitions
+of the period and of a margin before it, and reads stored views (`cacheaudit build`) only for the
+same days. The margin is the longest lifetime any cache rule allows, in whole days (one with the
+built-in rules: OpenAI's 24-hour retention): no cache entry written before it can still be read
+in the period, so no cache outcome in the period depends on a request before it.
+
+What a request before the margin can still change, and how a period read treats it:
+- With the stored views current, conversation ids, turn numbers, parents and break causes come
+  from the whole history (`build` computed them); a conversation page shows the turns of the
+  read days only.
+- Without them (no `build` since the last ingest), the views are computed from the read days: a
+  turn whose parent is older than the margin starts a conversation there, so a break after an
+  idle gap longer than any cache lifetime reads as a cold start (nothing was left to read either
+  way) and turn numbers count from the margin.
+Requests whose start is unknown belong to no day, so to no period.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+
+import duckdb
+
+from pipeline.warehouse import Warehouse
+
+DAY_S = 86_400
+# The margin when no rule publishes a lifetime: the day the views assume for such rules.
+DEFAULT_REACH_S = DAY_S
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """The UTC days a command shows, first and last inclusive."""
+
+    first: date
+    last: date
+
+    def read_days(self, margin_days: int) -> Period:
+        """The days a period read registers: the period and the margin before it."""
+        return Period(self.first - timedelta(days=margin_days), self.last)
+
+    @property
+    def start(self) -> datetime:
+        return datetime.combine(self.first, time(), tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        """The first instant after the period."""
+        return datetime.combine(self.last + timedelta(days=1), time(), tzinfo=UTC)
+
+    def holds(self, day: date) -> bool:
+        return self.first <= day <= self.last
+
+
+def margin_days(con: duckdb.DuckDBPyConnection, *, lookback: bool) -> int:
+    """Whole days before a period that a period read registers, from the session's `cache_rules`:
+    the longest lifetime any rule allows (no entry written before it can be read in the
+    period), and with `lookback` the longest lookback too (how far back request_prefix looks for
+    a request with the same prefix: DeepSeek's disk cache can outlive its 6 hours). The lookback
+    matters only when request_prefix is computed from the rows read; read from `build`'s stored
+    rows, it was computed from the whole history."""
+    reach = "greatest(coalesce(lifetime_s, 0), coalesce(extended_lifetime_s, 0)"
+    reach += ", coalesce(lookback_s, 0))" if lookback else ")"
+    rows = con.execute(f"SELECT max({reach}) FROM cache_rules").fetchall()
+    longest = rows[0][0] if rows and rows[0][0] else DEFAULT_REACH_S
+    return max(1, math.ceil(max(int(longest), DEFAULT_REACH_S) / DAY_S))
+
+
+def day_of(path: Path) -> date | None:
+    """The day of a part under `<table>/day=YYYY-MM-DD/`, None for the unknown-day partition or
+    a table that is not partitioned by day."""
+    for part in path.parts:
+        if part.startswith("day="):
+            try:
+                return date.fromisoformat(part[4:])
+            except ValueError:
+                return None
+    return None
+
+
+def parts_within(files: Iterable[Path], days: Period) -> list[Path]:
+    """The parts of a day-partitioned table whose day lies in `days`."""
+    out = []
+    for path in files:
+        day = day_of(path)
+        if day is not None and days.holds(day):
+            out.append(path)
+    return out
+
+
+def days_with_requests(wh: Warehouse) -> list[date]:
+    """The UTC days that have requests, from the names of the live partitions (nothing read)."""
+    files = wh.snapshot(["requests"])["requests"]
+    return sorted({d for d in (day_of(p) for p in files) if d is not None})
+
+
+def bounded(wh: Warehouse, first: date | None, last: date | None) -> Period | None:
+    """The period from `first` to `last` (days, inclusive); an open end is closed at the first or
+    last day with requests. None when both ends are open: everything is read."""
+    if first is None and last is None:
+        return None
+    days = days_with_requests(wh)
+    if not days:
+        return None
+    first = first if first is not None else days[0]
+    last = last if last is not None else days[-1]
+    return Period(first, max(first, last))
+
+
+def last_day_before(instant: datetime) -> date:
+    """The day of the last instant before `instant` (an exclusive end): 2026-11-30T00:00 ->
+    2026-11-29."""
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)
+    return (instant.astimezone(UTC) - timedelta(microseconds=1)).date()
+
+
+def first_day_of(instant: datetime) -> date:
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)
+    return instant.astimezone(UTC).date()
