@@ -64,14 +64,17 @@ def _requests(root: Path) -> int:
 
 def timed(args: list[str]) -> tuple[float, float]:
     """Seconds and peak resident memory (MB) of one cacheaudit command in its own process."""
+    # The peak is the process's VmHWM: ru_maxrss survives exec, so a child would report the
+    # bench's own peak (the generator's) whenever that is higher.
     code = (
-        "import resource, runpy, sys\n"
+        "import runpy, sys\n"
         "sys.argv = ['cacheaudit', *sys.argv[1:]]\n"
         "try:\n"
         "    runpy.run_module('pipeline', run_name='__main__')\n"
         "finally:\n"
-        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
-        "    print(f'PEAK_MB {peak:.0f}', file=sys.stderr)\n"
+        "    with open('/proc/self/status') as fh:\n"
+        "        kb = [int(ln.split()[1]) for ln in fh if ln.startswith('VmHWM:')]\n"
+        "    print(f'PEAK_MB {kb[0] / 1024:.0f}', file=sys.stderr)\n"
     )
     start = time.perf_counter()
     proc = subprocess.run(
@@ -97,6 +100,9 @@ def main() -> None:
     parser.add_argument("--per-week", type=int, default=100_000)
     parser.add_argument("--weeks", type=int, default=20)
     parser.add_argument("--keep", type=Path, help="write the warehouses here and keep them")
+    parser.add_argument(
+        "--generate-only", action="store_true", help="write the warehouses (with --keep), no timing"
+    )
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="cacheaudit-history-"))
     last = args.weeks - 1
@@ -111,6 +117,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 n = make_history(root, args.per_week, weeks, last)
                 print(f"{label}: {n:,} requests written in {time.perf_counter() - t0:.0f} s")
+            if args.generate_only:
+                continue
             shutil.rmtree(root / "derived", ignore_errors=True)
             shutil.rmtree(work / f"{label}-out", ignore_errors=True)
             results[label] = measure(root, week, work / f"{label}-out")
@@ -120,6 +128,8 @@ def main() -> None:
                 f"{label}: build {r['build_s']:.1f} s (peak {r['build_peak_mb']:,.0f} MB), "
                 f"report --week {week} {r['report_s']:.1f} s (peak {r['report_peak_mb']:,.0f} MB)"
             )
+        if args.generate_only:
+            return
         one, many = results["one_week"], results[f"{args.weeks}_weeks"]
         summary = {
             "per_week": args.per_week,

@@ -259,9 +259,9 @@ def connect(
     if period is not None:
         computed = any(path is None for path in stored.values())
         days = period.read_days(margin_days(con, lookback=computed))
+    if days is not None:
+        snapshot = period_parts(snapshot, days)
     for table, files in snapshot.items():
-        if days is not None and schema.load(table).partition_by == "day":
-            files = parts_within(files, days)
         _register_raw(con, table, files)
     for name in creation_order(queries):
         if name not in wanted:
@@ -272,6 +272,21 @@ def connect(
         else:
             _create_view(con, queries[name])
     return con
+
+
+def period_parts(snapshot: dict[str, list[Path]], days: Period) -> dict[str, list[Path]]:
+    """The parts a period read registers: those of its days for the tables partitioned by day,
+    and the prompt text (segment_content) of the sources that have parts on those days. A
+    source stores the text of every segment it holds (ingest keeps each text once per source),
+    so the segments read find their text without the rest of the history's."""
+    out = {
+        table: parts_within(files, days) if schema.load(table).partition_by == "day" else files
+        for table, files in snapshot.items()
+    }
+    if "segment_content" in out:
+        read = {stem_of(p) for t in ("requests", "segments") for p in out.get(t, [])}
+        out["segment_content"] = [p for p in out["segment_content"] if stem_of(p) in read]
+    return out
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, q: Query) -> None:

@@ -12,8 +12,12 @@
 --   for a compacted response); passes on both sides of a threshold leave the request unpriced.
 --   Audio input (and audio cache reads) at the row's audio prices where it has them, at the
 --   text prices where it has none. Server-side web searches at the row's fee per 1,000, in
---   cost_web_search and inside cost_total; a response that reports no count pays no fee, one
---   that searched under a row without a fee is unpriced (no_price_for_web_search).
+--   cost_web_search and inside cost_total; a response that reports no count pays no fee. A
+--   winning row with no fee (empty: unknown, as in our researched rows, which track tokens)
+--   takes the fee of the best-ranked row in force for the priced model, in its currency, that
+--   has one (the price library's, also for a name our aliases keep from it: a fee is no token
+--   price); a search with no fee anywhere leaves the request unpriced
+--   (no_price_for_web_search).
 -- When each provider began to offer prompt caching (its announcement): before that nothing
 -- could be read from a cache, so an absent cache read is a known 0 for pricing (requests keeps
 -- NULL: that is what was reported). OpenAI https://openai.com/index/api-prompt-caching/,
@@ -153,8 +157,10 @@ known_above AS (
         AND m.lookup_model GLOB a.alias
 ),
 
-in_force AS (
-    SELECT r.req_key, p.*
+-- every row in force for the priced name; `priceable`: not a library row for a name an alias
+-- of ours gives a life of its own (those still lend a missing per-search fee: search_fee)
+dated AS (
+    SELECT r.req_key, p.*, (p.layer_rank < 2 OR k.lookup_model IS NULL) AS priceable
     FROM resolved AS r
     JOIN naming AS m
         ON m.lookup_provider = r.lookup_provider
@@ -165,7 +171,10 @@ in_force AS (
         AND k.lookup_model = r.lookup_model
     WHERE (p.effective_from IS NULL OR r.started_at >= p.effective_from)
         AND (p.effective_to IS NULL OR r.started_at < p.effective_to)
-        AND (p.layer_rank < 2 OR k.lookup_model IS NULL)
+),
+
+in_force AS (
+    SELECT * EXCLUDE (priceable) FROM dated WHERE priceable
 ),
 
 -- Conditions: time-of-day window, weekday, whole-prompt size. The best row wins: user before
@@ -191,6 +200,24 @@ chosen AS (
     ) = 1
 ),
 
+-- the fee per 1,000 searches where the winning row has none (see the header): only for the
+-- requests that searched, so the extra ranking touches a handful of rows
+search_fee AS (
+    SELECT f.req_key, f.web_search_per_1k
+    FROM dated AS f
+    JOIN chosen AS c USING (req_key)
+    JOIN resolved AS r USING (req_key)
+    WHERE r.web_search_requests > 0
+        AND c.web_search_per_1k IS NULL
+        AND f.web_search_per_1k IS NOT NULL
+        AND f.currency = c.currency
+    QUALIFY row_number() OVER (
+        PARTITION BY f.req_key
+        ORDER BY f.layer_rank, f.specificity DESC, f.model_is_pattern,
+            f.effective_from DESC NULLS LAST, f.load_order
+    ) = 1
+),
+
 priced AS (
     SELECT
         r.*,
@@ -208,7 +235,7 @@ priced AS (
                                         AS p_audio_miss_extra,
         coalesce(c.input_audio_cache_hit_per_mtok - c.input_cache_hit_per_mtok, 0)
                                         AS p_audio_hit_extra,
-        c.web_search_per_1k             AS p_search,
+        coalesce(c.web_search_per_1k, s.web_search_per_1k) AS p_search,
         c.row_id IS NOT NULL            AS has_row,
         EXISTS (
             SELECT 1 FROM price_rows_source AS k
@@ -220,6 +247,7 @@ priced AS (
                                                                         AS tiers_split
     FROM resolved AS r
     LEFT JOIN chosen AS c USING (req_key)
+    LEFT JOIN search_fee AS s USING (req_key)
 ),
 
 -- The 1h part of the writes. Unreported split (a stream's last delta without the breakdown, a

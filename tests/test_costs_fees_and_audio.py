@@ -34,6 +34,10 @@ def costs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
         tiny.request("zero", DEC, "anthropic", "claude-sonnet-4-5", input_tokens=10_000,
                      cache_read_tokens=0, cache_write_tokens=0, output_tokens=500,
                      web_search_requests=0),
+        # OpenAI: our researched gpt-4.1 row (2.00 / 0.50 / 8.00) has no fee; the price
+        # library's row for the same model lends its 10 USD per 1,000 calls
+        tiny.request("lent-fee", DEC, "openai", "gpt-4.1", input_tokens=10_000,
+                     cache_read_tokens=0, output_tokens=500, web_search_requests=2),
         # DeepSeek has no search fee anywhere: searches there cannot be priced
         tiny.request("no-fee", DEC, "deepseek", "deepseek-chat", input_tokens=1_000,
                      cache_read_tokens=0, output_tokens=100, web_search_requests=2),
@@ -77,6 +81,15 @@ def test_a_response_without_a_search_count_pays_no_fee_and_a_reported_zero_costs
     assert costs["no-count"]["cost_total"] == pytest.approx(0.0375, rel=1e-12)
     assert costs["zero"]["cost_web_search"] == 0
     assert costs["zero"]["cost_total"] == pytest.approx(0.0375, rel=1e-12)
+
+
+def test_a_winning_row_without_a_fee_takes_it_from_the_next_row_in_force_that_has_one(
+    costs: dict[str, dict[str, Any]],
+) -> None:
+    got = costs["lent-fee"]
+    assert got["price_layer"] == "shipped"  # the tokens are priced by our row
+    assert got["cost_web_search"] == pytest.approx(2 * 10 / 1e3, rel=1e-12)
+    assert got["cost_total"] == pytest.approx((10_000 * 2.00 + 500 * 8.00) / 1e6 + 0.02, rel=1e-12)
 
 
 def test_searches_under_a_row_without_a_fee_leave_the_request_unpriced(

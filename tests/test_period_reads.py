@@ -208,3 +208,23 @@ def test_an_open_end_is_closed_at_the_first_or_last_day_with_requests(wh) -> Non
     assert bounded(wh, None, None) is None
     assert bounded(wh, W48.monday, None) == Period(W48.monday, days[-1])
     assert bounded(wh, None, date(2026, 11, 20)) == Period(days[0], date(2026, 11, 20))
+
+
+def test_a_period_reads_the_prompt_text_of_the_sources_it_reads_only() -> None:
+    # source a holds days long before the period, source b the period's: only b's text is read
+    def part(table: str, stem: str, day: str | None = None) -> Path:
+        return Path("wh", table, *([f"day={day}"] if day else []), f"{stem}-00-00000.parquet")
+
+    a, b = "a" * 16 + ".0000000000000001", "b" * 16 + ".0000000000000001"
+    snapshot = {
+        "requests": [part("requests", a, "2026-10-05"), part("requests", b, "2026-11-24")],
+        "segments": [part("segments", a, "2026-10-05"), part("segments", b, "2026-11-24")],
+        "segment_content": [part("segment_content", a), part("segment_content", b)],
+        "rejects": [part("rejects", a)],
+        "sources": [Path("wh", "sources", f"{a}.parquet"), Path("wh", "sources", f"{b}.parquet")],
+    }
+    got = sql.period_parts(snapshot, Period(W48.monday, W48.sunday).read_days(1))
+    assert got["requests"] == [part("requests", b, "2026-11-24")]
+    assert got["segments"] == [part("segments", b, "2026-11-24")]
+    assert got["segment_content"] == [part("segment_content", b)]
+    assert got["sources"] == snapshot["sources"]  # every manifest: sources are small

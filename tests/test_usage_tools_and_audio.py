@@ -1,13 +1,16 @@
 """The usage counts behind the fees and modality prices: Gemini's server-side tool prompts
 are input (billed at the input rate, inside totalTokenCount, outside promptTokenCount), audio
 input and audio cache reads come from the per-modality lists, and Anthropic's web searches from
-server_tool_use. A count the response does not carry is unknown (NULL), a listed 0 is 0."""
+server_tool_use and OpenAI's Responses (tool_usage, else its web_search_call items). A count
+the response does not carry is unknown (NULL), a listed 0 is 0."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 
-from pipeline.dialects import chat_completions, generate_content, messages
+from pipeline.dialects import chat_completions, generate_content, messages, responses
 
 GROUNDED = {
     # a grounded gemini-2.5-flash answer: 26 prompt tokens, 12,504 of search results
@@ -112,3 +115,41 @@ def test_the_recorded_code_execution_stream_reports_zero_searches_as_zero() -> N
     usage = messages.normalise_usage(data.get("usage") or data["message"]["usage"])
     assert usage is not None
     assert usage.web_search_requests == 0
+
+
+SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
+
+
+def test_an_openai_responses_stream_counts_each_web_search_call_of_its_output() -> None:
+    # gpt-5 with the web_search tool: one web_search_call item in response.completed's output,
+    # and no tool_usage count in that (older) Response
+    body = (SAMPLES / "openai_responses_stream_web_search_cached.sse").read_bytes()
+    info = responses.parse_response(200, body, "openai", True)
+    assert info.usage is not None
+    assert info.usage.web_search_requests == 1
+
+
+def test_an_openai_response_reporting_tool_usage_gives_its_count_zero_included() -> None:
+    body = (SAMPLES / "openai_responses_prompt_cache_write.json").read_bytes()
+    assert b'"num_requests": 0' in body
+    info = responses.parse_response(200, body, "openai", False)
+    assert info.usage is not None
+    assert info.usage.web_search_requests == 0
+
+
+def test_an_openai_response_without_count_or_search_call_leaves_searches_unknown() -> None:
+    response = {
+        "status": "completed",
+        "model": "gpt-4.1",
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}],
+        "usage": {"input_tokens": 10, "output_tokens": 2},
+    }
+    info = responses.parse_response(200, orjson.dumps(response), "openai", False)
+    assert info.usage is not None
+    assert info.usage.web_search_requests is None
+    calls = {**response, "output": [{"type": "web_search_call", "status": "completed"}] * 3}
+    counted = responses.parse_response(200, orjson.dumps(calls), "openai", False)
+    assert counted.usage is not None and counted.usage.web_search_requests == 3
+    reported = {**calls, "tool_usage": {"web_search": {"num_requests": 2}}}
+    told = responses.parse_response(200, orjson.dumps(reported), "openai", False)
+    assert told.usage is not None and told.usage.web_search_requests == 2  # the API's own count

@@ -56,6 +56,9 @@ USAGE_MAP = DialectMap(
     notes=(
         "An `error` event or `response.failed` on an HTTP-200 stream is a stream_error.",
         "Segments: tools, text.format schema, instructions, then input items.",
+        "web_search_requests: the Response's `tool_usage.web_search.num_requests` (beside "
+        "`usage`) where reported; else the number of `web_search_call` items in its `output`, "
+        "each a billed search call, when there is one or more; else NULL.",
     ),
 )
 
@@ -136,6 +139,32 @@ def _output_flags(output: Any) -> tuple[bool, bool]:
     return reasoning, text
 
 
+def web_searches(response: dict[str, Any]) -> int | None:
+    """Web search calls billed for a Response: `tool_usage.web_search.num_requests` where the
+    API reports it (0 included), else the `web_search_call` items of its output when it has
+    any (older Responses report no count; every call is billed per search,
+    https://platform.openai.com/docs/pricing, built-in tools), else None (unknown: no fee)."""
+    tool_usage = response.get("tool_usage")
+    if isinstance(tool_usage, dict):
+        search = tool_usage.get("web_search")
+        count = search.get("num_requests") if isinstance(search, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            return count
+    output = response.get("output")
+    calls = sum(
+        1
+        for item in (output if isinstance(output, list) else ())
+        if isinstance(item, dict) and item.get("type") == "web_search_call"
+    )
+    return calls or None
+
+
+def _with_searches(usage: Usage | None, response: dict[str, Any]) -> Usage | None:
+    if usage is not None:
+        usage.web_search_requests = web_searches(response)
+    return usage
+
+
 def _finish(response: dict[str, Any]) -> str | None:
     details = response.get("incomplete_details")
     if isinstance(details, dict) and details.get("reason"):
@@ -157,7 +186,7 @@ def parse_response(
     obj = loads_lenient(body)
     if not isinstance(obj, dict):
         raise ValueError("response body is not a JSON object")
-    usage = normalise_usage(obj.get("usage"))
+    usage = _with_searches(normalise_usage(obj.get("usage")), obj)
     if obj.get("status") == "failed" or (obj.get("error") and "output" not in obj):
         etype, message = error_fields(obj)
         return ResponseInfo("stream_error", usage, error_type=etype, error_message=message)
@@ -223,7 +252,7 @@ def _parse_stream(body: bytes) -> ResponseInfo:
             )
         ):
             first_text = event.end
-    usage = normalise_usage(final.get("usage")) if final is not None else None
+    usage = _with_searches(normalise_usage(final.get("usage")), final) if final else None
     if terminal == "response.failed" and error_type is None and final is not None:
         error_type, error_message = error_fields(final)
         error_type = error_type or "failed"
