@@ -150,10 +150,25 @@ def _clock(value: Any) -> str:
 
 @lru_cache(maxsize=1)
 def rows() -> tuple[PriceRow, ...]:
-    """Every price row the installed genai-prices gives (empty when it is not installed)."""
+    """Every price row the installed genai-prices gives (empty when it is not installed).
+
+    Importing the library and converting its ~2,300 models takes ~0.5 s, paid by every command
+    that prices anything; the rows are kept in a cache file (pipeline/prices/library_cache.py)
+    named by the library's version and this converter's code, so later processes read them."""
+    from pipeline.prices import library_cache
+
     release = version()
     if release is None:
         return ()
+    cached = library_cache.load(release)
+    if cached is not None:
+        return cached
+    built = _convert(release)
+    library_cache.store(release, built)
+    return built
+
+
+def _convert(release: str) -> tuple[PriceRow, ...]:
     from genai_prices import data
 
     label = f"genai-prices {release}"
