@@ -1,4 +1,4 @@
-"""Benchmark: a weekly report and a build as history grows (issue 23's scaling targets).
+"""Benchmark: a weekly report and a build as history grows.
 
     .venv/bin/python bench/history.py                       # 100,000 requests a week, 1 vs 20 weeks
     .venv/bin/python bench/history.py --per-week 500000 --weeks 20 --keep /tmp/hist

@@ -24,7 +24,8 @@ EXPLAINED = {
     # change on 2026-09-10 to 0.15 / 0.003 off-peak and 0.30 / 0.006 in the peak hours of
     # every day. Ours are the researched layer and win. So the demo's November requests cost
     # ~1.4-1.5x the library's, and ~0.7x in weekend peak hours (off-peak for us, peak for it).
-    # Which prices DeepSeek charged after 2026-09-10 is not established here (issue 22's note).
+    # Which prices DeepSeek charged after 2026-09-10 is not established here: a primary source
+    # would end our open-ended rows, or confirm them.
     ("deepseek", "deepseek-v4-flash"): "dated peak/off-peak rows vs the library's 2026-09-10 rows",
 }
 
