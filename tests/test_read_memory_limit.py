@@ -33,3 +33,16 @@ def test_the_sql_command_runs_under_the_same_cap(tmp_path: Path, cli: Any) -> No
     out = cli("sql", "-w", str(wh), "SELECT current_setting('memory_limit') AS m", "-f", "csv")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == _gib(sql.build_memory_limit())
+
+
+def test_a_period_read_is_capped_lower_its_work_being_its_days_only(tmp_path: Path) -> None:
+    from datetime import date
+
+    from pipeline.period import Period
+
+    wh = Warehouse(tmp_path / "wh")
+    wh.ensure()
+    con = sql.connect(wh, period=Period(date(2026, 11, 23), date(2026, 11, 29)))
+    ((limit,),) = con.sql("SELECT current_setting('memory_limit')").fetchall()
+    expected = min(sql.PERIOD_MEMORY_LIMIT_BYTES, sql.build_memory_limit())
+    assert limit == _gib(expected)

@@ -58,6 +58,10 @@ def weekly(
     The pages open offline in any browser: the chart library is inlined. Each week's top
     conversations by tokens lost link to their own pages, written beside it. Prints the path
     of each weekly page written.
+
+    Each page reads only its week's days and a margin of days before it, so it takes as long
+    with months of history as with one week. Run `cacheaudit build` after an ingest: the pages
+    then take conversations and breaks from the whole history (docs/reports.md).
     """
     from pipeline.reports.weekly import WeekSelection, default_out_dir, generate_weekly
 

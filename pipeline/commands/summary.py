@@ -62,6 +62,8 @@ def summary(
     (docs/tables.md); its json adds the money: costs per currency, lost to prompt changes and
     the costliest findings.
 
+    With --since or --until only those days (and a margin before them) are read.
+
     $ cacheaudit summary --by day --since 2026-11-23 --until 2026-11-29
     """
     if fmt not in ("table", "csv", "json"):
