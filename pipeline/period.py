@@ -66,11 +66,12 @@ def margin_days(con: duckdb.DuckDBPyConnection, *, lookback: bool) -> int:
     a request with the same prefix: DeepSeek's disk cache can outlive its 6 hours). The lookback
     matters only when request_prefix is computed from the rows read; read from `build`'s stored
     rows, it was computed from the whole history."""
-    reach = "greatest(coalesce(lifetime_s, 0), coalesce(extended_lifetime_s, 0)"
-    reach += ", coalesce(lookback_s, 0))" if lookback else ")"
-    rows = con.execute(f"SELECT max({reach}) FROM cache_rules").fetchall()
-    longest = rows[0][0] if rows and rows[0][0] else DEFAULT_REACH_S
-    return max(1, math.ceil(max(int(longest), DEFAULT_REACH_S) / DAY_S))
+    ((lifetime, looked_back),) = con.execute(
+        "SELECT max(greatest(coalesce(lifetime_s, 0), coalesce(extended_lifetime_s, 0))),"
+        " max(lookback_s) FROM cache_rules"
+    ).fetchall()
+    longest = max(lifetime or 0, (looked_back or 0) if lookback else 0, DEFAULT_REACH_S)
+    return math.ceil(longest / DAY_S)
 
 
 def day_of(path: Path) -> date | None:

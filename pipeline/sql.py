@@ -263,7 +263,6 @@ def connect(
     if period is not None:
         computed = any(path is None for path in stored.values())
         days = period.read_days(margin_days(con, lookback=computed))
-    if days is not None:
         snapshot = period_parts(snapshot, days)
     for table, files in snapshot.items():
         _register_raw(con, table, files)
