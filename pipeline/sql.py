@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import resources, schema
+from pipeline import prefix_shards, resources, schema
 from pipeline.errors import NotFoundError, QueryError, WarehouseError
 from pipeline.period import Period, margin_days, parts_within
 from pipeline.warehouse import TABLES, Warehouse, stem_of
@@ -62,6 +62,8 @@ TABLE_PROVIDERS = ("pipeline.prices.tables", "pipeline.cache_rules")
 # Views worth storing: each reads millions of segment rows or joins them (see bench/views.py).
 MATERIALISED = ("request_prefix", "conversations", "cache_breaks")
 DERIVED_DIR = "derived"
+# A temp table of each `connect` session: the views it reads from stored Parquet.
+STORED_VIEWS_TABLE = "cacheaudit_stored_views"
 STAMP_VERSION = "2"
 # A build caps DuckDB's memory and spills to <warehouse>/derived/.spill beyond it: the window
 # over every segment is larger than memory on big warehouses (bench/views.py: 1M requests).
@@ -274,7 +276,22 @@ def connect(
             _create_from_parquet(con, name, derived, days)
         else:
             _create_view(con, queries[name])
+    read_stored = sorted(name for name, path in stored.items() if path is not None)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {STORED_VIEWS_TABLE} AS SELECT unnest(?::VARCHAR[]) AS name",
+        [read_stored],
+    )
     return con
+
+
+def stored_views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The views a `connect` session reads from `build`'s stored Parquet: what they are
+    computed from is not read at all (a report need not prepare it)."""
+    try:
+        rows = con.execute(f"SELECT name FROM {STORED_VIEWS_TABLE}").fetchall()
+    except duckdb.CatalogException:
+        return set()  # a connection not made by `connect`
+    return {str(name) for (name,) in rows}
 
 
 def period_parts(snapshot: dict[str, list[Path]], days: Period) -> dict[str, list[Path]]:
@@ -462,8 +479,14 @@ def build(
     options: SqlOptions | None = None,
     names: Iterable[str] | None = None,
     force: bool = False,
+    shard_segments: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[BuildResult]:
     """Write each materialised view (and those it reads) whose stamp is stale.
+
+    `shard_segments`: past this many segments (default prefix_shards.SHARD_SEGMENTS)
+    request_prefix is computed one group of cache scopes at a time (pipeline/prefix_shards.py).
+    `progress` gets a line per step of that.
 
     Holds the warehouse lock shared: an ingest landing while the views are computed would
     otherwise have its manifest in the stamp of rows read before it. A build waits
@@ -483,11 +506,18 @@ def build(
         print(f"waiting for the ingest into {wh.root} to finish", file=sys.stderr)
 
     with wh.lock(shared=True, on_wait=waiting):
-        return _build_locked(wh, options, order, targets, force)
+        shards = shard_segments or prefix_shards.SHARD_SEGMENTS
+        return _build_locked(wh, options, order, targets, force, shards, progress)
 
 
 def _build_locked(
-    wh: Warehouse, options: SqlOptions, order: list[str], targets: set[str], force: bool
+    wh: Warehouse,
+    options: SqlOptions,
+    order: list[str],
+    targets: set[str],
+    force: bool,
+    shard_segments: int,
+    progress: Callable[[str], None] | None,
 ) -> list[BuildResult]:
     # The stamps come from the state taken before the connection lists the Parquet parts:
     # even without the lock, a stamp could then only be older than the rows, never newer.
@@ -506,16 +536,14 @@ def _build_locked(
         path = derived_path(wh, name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            written = con.execute(
-                f"COPY (SELECT * FROM {_quoted(name)}{_stored_order(name)}) "
-                f"TO '{_path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
-            ).fetchall()
+            rows = _write_view(con, name, tmp, shard_segments, progress)
         except duckdb.Error as exc:
-            tmp.unlink(missing_ok=True)
+            _remove(tmp)
             raise QueryError(f"building {name}: {_one_line(exc)}") from exc
-        rows = int(written[0][0]) if written else 0
-        if path.is_dir():  # a directory of parts written by another engine
-            shutil.rmtree(path)
+        except BaseException:
+            _remove(tmp)
+            raise
+        _remove(path)  # a file, or a directory of parts (sharded, or another engine's)
         tmp.replace(path)
         stamp_tmp = stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
         stamp_tmp.write_text(
@@ -526,6 +554,42 @@ def _build_locked(
         _create_from_parquet(con, name, path)
         results.append(BuildResult(name, True, rows, time.perf_counter() - start))
     return results
+
+
+def _write_view(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    tmp: Path,
+    shard_segments: int,
+    progress: Callable[[str], None] | None,
+) -> int:
+    """Write view `name` to `tmp`: one Parquet file, or for request_prefix on a warehouse of
+    more than `shard_segments` segments a directory of parts, one per group of cache scopes
+    (pipeline/prefix_shards.py). Returns the rows written."""
+    if name == prefix_shards.SHARDED:
+        shards = prefix_shards.shard_count(con, shard_segments)
+        if shards > 1:
+            queries = load_queries()
+            return prefix_shards.write_sharded(
+                con,
+                tmp,
+                shards,
+                recreate_stage=lambda stage: _create_view(con, queries[stage]),
+                order_by=_stored_order(name),
+                progress=progress,
+            )
+    written = con.execute(
+        f"COPY (SELECT * FROM {_quoted(name)}{_stored_order(name)}) "
+        f"TO '{_path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
+    ).fetchall()
+    return int(written[0][0]) if written else 0
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _stored_order(name: str) -> str:

@@ -1,170 +1,29 @@
 -- name: request_prefix
--- inputs: segments, requests, cache_rule_match, cache_rules
+-- inputs: prefix_segments, prefix_requests
 -- output: one row per request with everything the prefix views need from its segments (the
 --   heavy step; materialised by `cacheaudit build`). One window over the segments: per (cache
 --   scope, chained prefix hash), which earlier request last had the same prefix at each
 --   position, and which cache entries were there when this request arrived. Sharing is
---   contiguous from position 0 because prefix hashes are chained.
---   A cache entry is written only by a request the provider processed: one with a 2xx response
---   (a stream cut later, or an error inside a 200 stream, still wrote it); a refused request
---   (an HTTP error status, or no response at all) never did, though it still counts for
---   sharing and linking. The entry becomes available when the first response byte arrives
---   (started_at + ttfb_ms, else + duration_ms, else started_at): Anthropic documents
---   that a cache entry is available only once the first response begins, and the same is
---   assumed for every provider. So parallel requests sent before an earlier one's first byte
---   cannot read it.
---   The cache scope is (provider, model, account), where the model is the one that served the
---   request. A refused request (its error body names no model, so its model is the name it
---   asked for) takes the model a processed request of the same name was answered with, in the
---   same account and provider: the latest earlier one, else the next. OpenAI and Anthropic
---   answer an alias (gpt-4.1) with a snapshot (gpt-4.1-2025-04-14): a 429 is not a switch to
---   another model. A processed request keeps the model its response named, even the requested
---   name (an OpenRouter fallback answers one request with another model, the next with the
---   one asked for). The cache rule is still the one of the request's own model
---   (cache_rule_match is keyed by requests.model).
---   Without an account (no key seen: absent, or redacted before capture) the capture cannot
---   show which requests shared a key, so the scope joins only what it shows belongs together:
---   one source file, one session id (or none), and no gap between consecutive requests longer
---   than the longest lifetime any cache rule allows (after it nothing can be read, whoever
---   sent it). That is `cache_scope` (docs/capture.md, "Without an account").
---   Arrival order is started_at, then the file and the record's position in it: a VCR
---   cassette's starts come from Date headers (one-second steps, so a conversation's turns
---   often tie) or are unknown (NULL, ordered after every known start); its record order is
---   the order the calls were made.
---   Hashes here are 63-bit fingerprints used only to compare requests
---   (schemas/request_prefix.json).
+--   contiguous from position 0 because prefix hashes are chained. prefix_requests says what
+--   the cache scope is and when an entry is available; prefix_segments what is compared.
+--   Every window and aggregate here stays within one cache scope (the prefix fingerprint
+--   includes it), so `cacheaudit build` may compute whole scopes apart and put the rows
+--   together: the only step over every request, the arrival order, is taken in
+--   prefix_requests.
 --   Cost notes (bench/views.py): the window sort is the one expensive step, so it carries only
 --   narrow numeric columns and one window specification (one sort); the entry a request can
 --   read is found among the four requests before it (lags, no second pass); counts, bytes and
 --   the tools, system and history fingerprints come from one cheap re-scan of `seg` grouped by
 --   request instead of widening that sort.
-WITH rules AS (
-    SELECT * FROM cache_rule_match
+WITH req AS (
+    SELECT * FROM prefix_requests
 ),
 
--- the longest any rule keeps an entry (a day if no rule publishes one)
-longest AS (
-    SELECT coalesce(max(greatest(coalesce(lifetime_s, 0), coalesce(extended_lifetime_s, 0))),
-                    86400) * 1000000                                    AS longest_us
-    FROM cache_rules
-),
-
--- requests without an account, in runs: a gap over the longest lifetime starts a new one
-unscoped AS (
-    SELECT
-        request_id, source, source_index, session_id, provider, started_at,
-        epoch_us(started_at) - lag(epoch_us(started_at)) OVER (
-            PARTITION BY source, session_id, provider
-            ORDER BY started_at, source_index, request_id
-        )                                                               AS gap_us
-    FROM requests
-    WHERE account IS NULL
-),
-
-runs AS (
-    SELECT
-        u.request_id,
-        'no account: ' || coalesce(u.source, '') || ' | session ' || coalesce(u.session_id, '')
-            || ' | run ' || sum(CASE WHEN u.gap_us > l.longest_us THEN 1 ELSE 0 END) OVER (
-                PARTITION BY u.source, u.session_id, u.provider
-                ORDER BY u.started_at, u.source_index, u.request_id
-                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)::VARCHAR AS cache_scope
-    FROM unscoped AS u
-    CROSS JOIN longest AS l
-),
-
--- the model that served each request (see the header). `answer` is the model of a processed
--- request (as writes_cache below); a refused one takes the latest earlier answer to the same
--- name in its account and provider, else the next one
-processed AS (
-    SELECT
-        request_id, provider, account, requested_model, started_at, source, source_index, model,
-        coalesce(CASE WHEN status_code IS NOT NULL THEN status_code BETWEEN 200 AND 299
-                      ELSE outcome = 'ok' END, false)                   AS answered
-    FROM requests
-),
-
-answers AS (
-    SELECT *, CASE WHEN answered THEN model END                        AS answer
-    FROM processed
-),
-
-served AS (
-    SELECT
-        request_id,
-        CASE WHEN requested_model IS NOT NULL AND NOT answered
-             THEN coalesce(
-                 last_value(answer IGNORE NULLS) OVER (
-                     PARTITION BY account, provider, requested_model
-                     ORDER BY started_at, source, source_index, request_id
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-                 first_value(answer IGNORE NULLS) OVER (
-                     PARTITION BY account, provider, requested_model
-                     ORDER BY started_at, source, source_index, request_id
-                     ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING),
-                 model)
-             ELSE model END                                             AS served_model
-    FROM answers
-),
-
-req AS (
-    SELECT
-        r.request_id,
-        row_number() OVER (ORDER BY r.started_at, r.source, r.source_index, r.request_id)
-                                                                        AS rid_ord,
-        r.started_at,
-        epoch_us(r.started_at)                                          AS t_us,
-        -- the provider processed it: a 2xx response (OTel spans carry no HTTP status: their
-        -- outcome says). A refused request left no cache entry (see the header)
-        coalesce(CASE WHEN r.status_code IS NOT NULL THEN r.status_code BETWEEN 200 AND 299
-                      ELSE r.outcome = 'ok' END, false)                 AS writes_cache,
-        -- when its cache entry became available: the first response byte
-        greatest(coalesce(r.ttfb_ms, r.duration_ms, 0), 0)              AS available_after_ms,
-        -- the cache scope as one number, hashed once per request rather than per segment
-        hash(r.provider, v.served_model, coalesce(r.account, u.cache_scope)) AS scope_key,
-        coalesce(r.account, u.cache_scope)                              AS cache_scope,
-        r.provider, v.served_model AS model, r.account, r.segment_count, r.prompt_bytes,
-        r.cache_breakpoints,
-        coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
-        -- NULL = the entry does not expire. A rule with no published lifetime (Gemini implicit,
-        -- vLLM, SGLang) keeps an entry until the provider evicts it (vLLM and SGLang
-        -- evict only when they need the room), so a later miss is the provider's (eviction or
-        -- capacity): cache_breaks calls it provider_miss, never expired,
-        -- as no lifetime was published for the user to stay within. Without any rule: a day
-        CASE WHEN m.rule_id IS NULL THEN 86400 ELSE m.lifetime_s END * 1000000
-                                                                        AS lifetime_us,
-        CASE WHEN m.rule_id IS NULL THEN 86400
-             ELSE coalesce(m.extended_lifetime_s, m.lifetime_s) END * 1000000
-                                                                        AS extended_lifetime_us,
-        -- the leading positions the extended lifetime covers. Each cache_control breakpoint is
-        -- its own cache entry with its own TTL: the prefix up to the last 1h breakpoint lives
-        -- 1h, positions after it only the default 5m (cache_ttls[i] is breakpoint i's TTL). A
-        -- retention asked for the whole request (OpenAI 24h), or a 1h write reported with no
-        -- markers to place it, covers every position
-        CASE
-            WHEN list_contains(r.cache_ttls, '24h') THEN r.segment_count
-            WHEN list_contains(r.cache_ttls, '1h') AND r.cache_breakpoints IS NOT NULL
-                THEN coalesce(list_max(list_filter(
-                    r.cache_breakpoints, lambda b, i: r.cache_ttls[i] = '1h'
-                )) + 1, 0)
-            WHEN r.cache_write_1h_tokens > 0 THEN r.segment_count
-            ELSE 0
-        END                                                             AS extended_segments,
-        coalesce(m.breakpoint_lookback, 20)                             AS breakpoint_lookback,
-        list_max(r.cache_breakpoints)                                   AS last_breakpoint
-    FROM requests AS r
-    JOIN served AS v USING (request_id)
-    LEFT JOIN runs AS u USING (request_id)
-    LEFT JOIN rules AS m
-      ON m.provider IS NOT DISTINCT FROM r.provider
-     AND m.model IS NOT DISTINCT FROM r.model
-     AND m.day = r.day
-),
-
+-- the segments with what their request says of the entry left at each position
 seg AS NOT MATERIALIZED (
-    -- numeric rows only: sorts and aggregates carry every column, and strings make them slow
     SELECT
-        q.rid_ord, q.t_us, s.position, s.bytes,
+        s.rid_ord, q.t_us, s.position, s.bytes, s.kind_code, s.role_code, s.content_hash,
+        s.scoped_prefix_hash,
         -- when the entry this request leaves here became available; NULL: it left none
         CASE WHEN q.writes_cache THEN q.t_us + round(q.available_after_ms * 1000)::BIGINT END
                                                                         AS available_us,
@@ -175,15 +34,6 @@ seg AS NOT MATERIALIZED (
         q.t_us + round(q.available_after_ms * 1000)::BIGINT
             + CASE WHEN s.position < q.extended_segments THEN q.extended_lifetime_us
                    ELSE q.lifetime_us END                               AS expires_us,
-        -- a Gemini explicit cache (`cachedContent`) is its own kind: the prefix before the
-        -- tools, never the start of the history
-        CASE s.kind WHEN 'tool' THEN 0 WHEN 'schema' THEN 1 WHEN 'system' THEN 2
-             WHEN 'cached_content' THEN 4 ELSE 3 END::UTINYINT          AS kind_code,
-        -- the reply role: `assistant`, or `model` in the Gemini dialects
-        CASE s.role WHEN 'system' THEN 1 WHEN 'developer' THEN 2 WHEN 'user' THEN 3
-             WHEN 'assistant' THEN 4 WHEN 'model' THEN 4 WHEN 'tool' THEN 5 ELSE 0 END
-            ::UTINYINT                                                  AS role_code,
-        s.segment_hash,
         s.position = q.segment_count - 1                                AS is_end,
         -- a cache_control breakpoint at this position, and one within the lookback after it
         -- (only Anthropic-style requests have breakpoints: skip the list work for the rest)
@@ -195,10 +45,9 @@ seg AS NOT MATERIALIZED (
                 q.cache_breakpoints,
                 lambda b: b >= s.position AND b <= s.position + q.breakpoint_lookback
              )) > 0 END                                                 AS breakpoint_near,
-        s.position <= q.last_breakpoint                                 AS is_marked,
-        hash(s.prefix_hash, q.scope_key)                                AS scoped_prefix
-    FROM segments AS s
-    JOIN req AS q USING (request_id)
+        s.position <= q.last_breakpoint                                 AS is_marked
+    FROM prefix_segments AS s
+    JOIN req AS q USING (rid_ord)
 ),
 
 -- one window specification, so one sort; a whole-partition frame replaces a second window
@@ -228,9 +77,9 @@ windowed AS (
                                                                         AS first_breakpoint_us
     FROM seg
     WINDOW
-        same_prefix AS (PARTITION BY scoped_prefix ORDER BY rid_ord),
+        same_prefix AS (PARTITION BY scoped_prefix_hash ORDER BY rid_ord),
         whole_prefix AS (
-            PARTITION BY scoped_prefix ORDER BY rid_ord
+            PARTITION BY scoped_prefix_hash ORDER BY rid_ord
             ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
         )
 ),
@@ -310,26 +159,26 @@ per_request AS (
         sum(f.bytes) FILTER (WHERE f.position <= a.breakpoint_end)       AS breakpoint_bytes,
         sum(f.bytes) FILTER (WHERE f.is_marked)                         AS marked_bytes,
         count(*) FILTER (WHERE f.kind_code = 3)                         AS history_segments,
-        bit_xor(hash(xor(hash(f.segment_hash), f.position::UBIGINT))) FILTER (WHERE f.kind_code = 0)
+        bit_xor(hash(xor(f.content_hash, f.position::UBIGINT))) FILTER (WHERE f.kind_code = 0)
                                                                         AS tools_hash,
-        bit_xor(hash(f.segment_hash)) FILTER (WHERE f.kind_code = 0)    AS tools_set_hash,
+        bit_xor(f.content_hash) FILTER (WHERE f.kind_code = 0)          AS tools_set_hash,
         -- the system layer: output schema, system prompt and an explicit cache (cachedContent)
-        bit_xor(hash(xor(hash(f.segment_hash), f.position::UBIGINT))) FILTER (WHERE f.kind_code IN (1, 2, 4))
+        bit_xor(hash(xor(f.content_hash, f.position::UBIGINT))) FILTER (WHERE f.kind_code IN (1, 2, 4))
                                                                         AS system_hash,
         sum(f.bytes) FILTER (WHERE f.kind_code = 0)                     AS tools_bytes,
         -- a Gemini explicit cache (cachedContent): made outside the captured traffic
         bool_or(f.kind_code = 4)                                        AS explicit_cache,
-        bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
+        bit_xor(hash(xor(f.content_hash, greatest(f.position - a.history_start, 0)::UBIGINT)))
             FILTER (WHERE f.position >= a.history_start)                AS history_hash,
-        bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
+        bit_xor(hash(xor(f.content_hash, greatest(f.position - a.history_start, 0)::UBIGINT)))
             FILTER (WHERE f.position >= a.history_start AND f.position < a.last_assistant)
                                                                         AS before_last_reply_hash,
-        bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
+        bit_xor(hash(xor(f.content_hash, greatest(f.position - a.history_start, 0)::UBIGINT)))
             FILTER (WHERE f.position >= a.history_start AND f.position < a.first_assistant)
                                                                         AS before_first_reply_hash,
         -- the first exchange: the history through the first reply and the segment after it,
         -- shared by every later turn of the lineage (conversations.sql)
-        bit_xor(hash(xor(hash(f.segment_hash), greatest(f.position - a.history_start, 0)::UBIGINT)))
+        bit_xor(hash(xor(f.content_hash, greatest(f.position - a.history_start, 0)::UBIGINT)))
             FILTER (WHERE f.position >= a.history_start AND f.position <= a.first_assistant + 1)
                                                                         AS first_exchange_hash
     FROM seg AS f

@@ -9,6 +9,7 @@ import typer
 
 from pipeline.commands.options import DEFAULT_WAREHOUSE, RulesOpt, WarehouseOpt, err, sql_options
 from pipeline.engines.options import EngineOpt, SparkMasterOpt
+from pipeline.errors import UsageError
 
 
 def diagnose(
@@ -75,6 +76,16 @@ def build(
     rules: RulesOpt = None,
     engine: EngineOpt = None,
     spark_master: SparkMasterOpt = None,
+    split_segments: Annotated[
+        int | None,
+        typer.Option(
+            "--split-segments",
+            metavar="N",
+            help="Past N segments, compute request_prefix one group of cache scopes at a time, "
+            "about N segments each (default 15,000,000, ~500,000 requests). Lower it where "
+            "memory is short. DuckDB engine.",
+        ),
+    ] = None,
 ) -> None:
     """Compute the heavy prefix views once and store them as Parquet under
     <warehouse>/derived/; later commands reuse them until the inputs change.
@@ -86,6 +97,8 @@ def build(
     from pipeline.warehouse import Warehouse
 
     options = sql_options(None, rules)
+    if split_segments is not None and split_segments < 1:
+        raise UsageError("--split-segments must be at least 1")
     if engine_from(engine) == "spark":
         from pipeline.engines.spark_sql import build_on
 
@@ -93,7 +106,13 @@ def build(
             master_from(spark_master), Warehouse(warehouse), options=options, force=force
         )
     else:
-        results = sql.build(Warehouse(warehouse), options=options, force=force)
+        results = sql.build(
+            Warehouse(warehouse),
+            options=options,
+            force=force,
+            shard_segments=split_segments,
+            progress=err,
+        )
     for r in results:
         if r.rebuilt:
             err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")

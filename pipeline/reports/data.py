@@ -34,7 +34,9 @@ def missing_reason(view: str, upstream: str) -> str | None:
     return f"view {view} missing"
 
 
-def _closure(names: set[str]) -> set[str]:
+def _closure(names: set[str], stored: set[str]) -> set[str]:
+    """`names` and the views they read, transitively; not what a `stored` view is computed
+    from, as it is read from `build`'s Parquet instead."""
     queries = sql.load_queries()
     seen: set[str] = set()
     stack = list(names)
@@ -43,7 +45,8 @@ def _closure(names: set[str]) -> set[str]:
         if name in seen or name not in queries:
             continue
         seen.add(name)
-        stack.extend(queries[name].inputs)
+        if name not in stored:
+            stack.extend(queries[name].inputs)
     return seen
 
 
@@ -59,7 +62,7 @@ def materialise(con: duckdb.DuckDBPyConnection, upstream: set[str]) -> None:
     queries = sql.load_queries()
     heavy = {
         name
-        for name in _closure(upstream)
+        for name in _closure(upstream, sql.stored_views(con))
         if not all(i.startswith("raw_") for i in queries[name].inputs)
     }
     for name in sql.creation_order(queries):

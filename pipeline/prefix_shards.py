@@ -1,0 +1,113 @@
+"""request_prefix built one group of cache scopes at a time, on warehouses too large for one window.
+
+request_prefix is one window over every segment of the warehouse. On 10M requests (300M
+segments) that window, the joins around it and the per-request aggregates needed more than the
+3 GiB a build may hold, and DuckDB failed out of memory (bench/history.py). But every window and
+aggregate of it stays within one cache scope: the prefix fingerprint it partitions by includes
+the scope, a request's segments all share its scope, and the request it reuses is in that scope
+too. So the rows of a group of scopes come out the same whether the group is computed alone or
+with everything else. The one step over every request is the arrival order, and it is taken
+once, in prefix_requests.
+
+So a build of a large warehouse:
+1. writes prefix_requests (one row per request, the arrival order included) once, split into
+   `shards` groups by `scope_hash % shards`;
+2. writes prefix_segments (one numeric row per segment, joined to those stored rows) once,
+   split the same way: the only pass over every segment;
+3. computes request_prefix for each group from that group's files alone and writes it as one
+   part of `derived/request_prefix.parquet/`, rows in started_at order like every stored view.
+
+Memory then follows the largest group, not the warehouse: a group is ~SHARD_SEGMENTS segments
+when the traffic has many scopes. Traffic of a single scope (one key, one model) stays one
+group, as large as before. The split files live in a work directory next to the output and go
+when the build ends, failed or not.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+# Segments per group: a group of 500,000 requests of ~30 segments. A whole build of 1M
+# requests held 3.3 GB at the 3 GiB cap (bench/views.py); half of that leaves room.
+SHARD_SEGMENTS = 15_000_000
+SHARDED = "request_prefix"
+STAGES = ("prefix_requests", "prefix_segments")
+
+
+def shard_count(con: duckdb.DuckDBPyConnection, per_shard: int = SHARD_SEGMENTS) -> int:
+    """How many groups a build of request_prefix splits the warehouse into (1: no split)."""
+    ((segments,),) = con.execute("SELECT count(*) FROM raw_segments").fetchall()
+    return max(1, math.ceil(int(segments) / per_shard))
+
+
+def write_sharded(
+    con: duckdb.DuckDBPyConnection,
+    out: Path,
+    shards: int,
+    *,
+    recreate_stage: Callable[[str], None],
+    order_by: str,
+    progress: Callable[[str], None] | None = None,
+) -> int:
+    """Write request_prefix as part files in the directory `out`, one per non-empty group of
+    scopes; returns the rows written. `recreate_stage(name)` puts a stage's view back as its
+    query defines it; `order_by` is the stored view's ORDER BY clause."""
+    work = out.with_name(out.name + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    out.mkdir(parents=True)
+    work.mkdir()
+    try:
+        for stage in STAGES:
+            _say(progress, f"{SHARDED}: writing {stage} in {shards} groups of cache scopes")
+            rel = con.sql(
+                f'SELECT *, scope_hash % $shards AS shard FROM "{stage}"', params={"shards": shards}
+            )
+            rel.write_parquet(str(work / stage), partition_by=["shard"], compression="zstd")
+            # later stages read the stored rows, not the query again
+            _read_from(con, stage, work / stage / "**" / "*.parquet")
+        # a group no scope fell in has no directory
+        groups = sorted(
+            int(p.name.removeprefix("shard=")) for p in (work / STAGES[0]).glob("shard=*")
+        )
+        rows = 0
+        for done, shard in enumerate(groups, start=1):
+            parts = {stage: work / stage / f"shard={shard}" for stage in STAGES}
+            _say(progress, f"{SHARDED}: group {done} of {len(groups)}")
+            for stage, folder in parts.items():
+                if folder.is_dir():
+                    _read_from(con, stage, folder / "*.parquet")
+                else:  # requests without segments (a prompt that failed to parse)
+                    con.sql(
+                        "SELECT * FROM read_parquet($p) LIMIT 0",
+                        params={"p": str(work / stage / "**" / "*.parquet")},
+                    ).create_view(stage, replace=True)
+            rel = con.sql(f'SELECT * FROM "{SHARDED}"{order_by}')
+            rows += _write_count(rel, out / f"part-{shard:05d}.parquet")
+        return rows
+    finally:
+        for stage in STAGES:
+            recreate_stage(stage)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_count(rel: duckdb.DuckDBPyRelation, path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    rel.write_parquet(str(path), compression="zstd")
+    return int(pq.read_metadata(path).num_rows)
+
+
+def _read_from(con: duckdb.DuckDBPyConnection, view: str, pattern: Path) -> None:
+    con.sql("SELECT * FROM read_parquet($p)", params={"p": str(pattern)}).create_view(
+        view, replace=True
+    )
+
+
+def _say(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)

@@ -1,0 +1,197 @@
+"""On a large warehouse `cacheaudit build` computes request_prefix one group of cache scopes at a
+time, so its memory follows the largest group instead of the warehouse. Every window of the view
+stays within a scope, so the stored rows are those of a build in one piece: the tests split a
+small warehouse into groups of a few hundred segments and compare every column of every stored
+view, with traffic keyed by account and traffic without one (scopes by file, session and run)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline import prefix_shards, sql
+from pipeline.demo import write_demo
+from pipeline.ingest import ingest
+from pipeline.period import Period
+from pipeline.warehouse import Warehouse
+
+SMALL_GROUPS = 400  # segments per group: the demo's ~30,000 segments in dozens of groups
+
+
+@pytest.fixture(scope="module")
+def unsplit(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    root = tmp_path_factory.mktemp("groups")
+    keyed = root / "keyed.jsonl"
+    write_demo(keyed, sessions=6)
+    # the same kind of traffic recorded without keys: scopes by file, session and run
+    unkeyed = root / "unkeyed.jsonl"
+    write_demo(unkeyed, seed=23, sessions=4)
+    text = unkeyed.read_text(encoding="utf-8")
+    text = re.sub(r'"account":"[^"]*",', "", text).replace('"id":"demo-', '"id":"nokey-')
+    unkeyed.write_text(text, encoding="utf-8")
+    wh = Warehouse(root / "wh")
+    ingest([keyed, unkeyed], wh)
+    sql.build(wh)
+    return wh
+
+
+def _split_copy(unsplit: Warehouse, tmp_path: Path, lines: list[str] | None = None) -> Warehouse:
+    wh = Warehouse(tmp_path / "split")
+    shutil.copytree(unsplit.root, wh.root)
+    shutil.rmtree(wh.root / sql.DERIVED_DIR)
+    sql.build(wh, shard_segments=SMALL_GROUPS, progress=None if lines is None else lines.append)
+    return wh
+
+
+def _differing_rows(a: Path, b: Path) -> int:
+    def pattern(p: Path) -> str:
+        return str(p / "*.parquet") if p.is_dir() else str(p)
+
+    con = duckdb.connect()
+    ((n,),) = con.execute(
+        "SELECT count(*) FROM ("
+        "(SELECT * FROM read_parquet($a) EXCEPT ALL SELECT * FROM read_parquet($b)) UNION ALL "
+        "(SELECT * FROM read_parquet($b) EXCEPT ALL SELECT * FROM read_parquet($a)))",
+        {"a": pattern(a), "b": pattern(b)},
+    ).fetchall()
+    return int(n)
+
+
+def test_the_test_traffic_has_scopes_with_and_without_an_account(unsplit: Warehouse) -> None:
+    con = sql.connect(unsplit, only=["request_prefix"])
+    rows = con.execute(
+        "SELECT account IS NULL, count(DISTINCT cache_scope) FROM request_prefix GROUP BY 1"
+    ).fetchall()
+    assert dict(rows)[True] >= 2 and dict(rows)[False] >= 2
+
+
+def test_a_build_in_groups_of_scopes_stores_the_same_rows_in_every_view(
+    unsplit: Warehouse, tmp_path: Path
+) -> None:
+    split = _split_copy(unsplit, tmp_path)
+    stored = sql.derived_path(split, "request_prefix")
+    assert stored.is_dir() and len(list(stored.glob("*.parquet"))) > 3
+    for view in sql.MATERIALISED:
+        assert _differing_rows(sql.derived_path(unsplit, view), sql.derived_path(split, view)) == 0
+
+
+def test_a_build_in_groups_keeps_the_arrival_order_over_the_whole_warehouse(
+    unsplit: Warehouse, tmp_path: Path
+) -> None:
+    split = _split_copy(unsplit, tmp_path)
+    con = sql.connect(split, only=["request_prefix"])
+    ((n, first, last, distinct),) = con.execute(
+        "SELECT count(*), min(arrival_order), max(arrival_order), count(DISTINCT arrival_order) "
+        "FROM request_prefix"
+    ).fetchall()
+    assert (first, last, distinct) == (1, n, n)
+
+
+def test_the_parts_of_a_build_in_groups_are_read_as_the_stored_view(
+    unsplit: Warehouse, tmp_path: Path
+) -> None:
+    split = _split_copy(unsplit, tmp_path)
+    assert sql.fresh_derived(split, "request_prefix") == sql.derived_path(split, "request_prefix")
+    assert sql.nothing_to_build(split, list(sql.MATERIALISED), sql.SqlOptions(), False)
+    # the work files of the groups are gone; only the views and their stamps stay
+    left = sorted(p.name for p in (split.root / sql.DERIVED_DIR).iterdir() if p.name != ".spill")
+    assert left == sorted(
+        f"{v}.{ext}" for v in sql.MATERIALISED for ext in ("parquet", "stamp.json")
+    )
+
+
+def test_a_build_in_groups_says_which_group_it_is_computing(
+    unsplit: Warehouse, tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    _split_copy(unsplit, tmp_path, lines)
+    groups = [line for line in lines if re.fullmatch(r"request_prefix: group \d+ of \d+", line)]
+    total = int(groups[0].rsplit(" ", 1)[1])
+    assert len(groups) == total > 3
+    assert groups[-1] == f"request_prefix: group {total} of {total}"
+
+
+def test_a_warehouse_under_the_group_size_is_built_in_one_piece(
+    unsplit: Warehouse, tmp_path: Path
+) -> None:
+    wh = Warehouse(tmp_path / "whole")
+    shutil.copytree(unsplit.root, wh.root)
+    shutil.rmtree(wh.root / sql.DERIVED_DIR)
+    lines: list[str] = []
+    sql.build(wh, progress=lines.append)
+    assert sql.derived_path(wh, "request_prefix").is_file() and lines == []
+
+
+def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
+    unsplit: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wh = Warehouse(tmp_path / "failing")
+    shutil.copytree(unsplit.root, wh.root)
+    before = sql.derived_path(wh, "request_prefix").read_bytes()
+
+    def fail(*args: object, **kwargs: object) -> int:
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+
+    monkeypatch.setattr(prefix_shards, "_write_count", fail)
+    with pytest.raises(Exception, match="building request_prefix: Out of Memory"):
+        sql.build(wh, force=True, shard_segments=SMALL_GROUPS)
+    assert sql.derived_path(wh, "request_prefix").read_bytes() == before
+    hidden = [p.name for p in (wh.root / sql.DERIVED_DIR).iterdir() if p.name.startswith(".")]
+    assert hidden in ([], [".spill"])
+
+
+def test_build_split_segments_on_the_command_line_prints_each_group_on_stderr(
+    unsplit: Warehouse, tmp_path: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    wh = tmp_path / "cli"
+    shutil.copytree(unsplit.root, wh)
+    result = cli("build", "-w", str(wh), "--force", "--split-segments", str(SMALL_GROUPS))
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^request_prefix: group 1 of \d+$", result.stderr, re.MULTILINE)
+    assert result.stdout == ""
+    assert sql.derived_path(Warehouse(wh), "request_prefix").is_dir()
+    # the warehouse's DuckDB file reads the parts as the stored view
+    with duckdb.connect(str(wh / "cacheaudit.duckdb"), read_only=True) as con:
+        ((rows,),) = con.execute("SELECT count(*) FROM request_prefix").fetchall()
+    with duckdb.connect() as con:
+        ((requests,),) = con.execute(
+            "SELECT count(*) FROM read_parquet($p)",
+            {"p": str(wh / "requests" / "**" / "*.parquet")},
+        ).fetchall()
+    assert rows == requests > 0
+
+
+def test_build_help_states_the_default_group_size(cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli("build", "--help")
+    assert f"{prefix_shards.SHARD_SEGMENTS:,}" in " ".join(result.stdout.split())
+
+
+def test_build_refuses_a_group_size_under_one_segment_in_one_line(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli("build", "-w", str(tmp_path / "wh"), "--split-segments", "0")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: --split-segments must be at least 1"
+
+
+def test_a_report_reading_the_stored_views_leaves_their_stages_uncomputed(
+    unsplit: Warehouse,
+) -> None:
+    from pipeline.reports.data import materialise
+    from pipeline.reports.sections import weekly_views
+
+    ((first,),) = (
+        sql.connect(unsplit, only=["requests"]).execute("SELECT min(day) FROM requests").fetchall()
+    )
+    con = sql.connect(unsplit, period=Period(first, first))
+    assert sql.stored_views(con) == set(sql.MATERIALISED)
+    materialise(con, set(weekly_views().values()))
+    tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert "request_costs" in tables  # the report's own upstream is prepared once
+    assert not tables & {"prefix_requests", "prefix_segments"}
+
+
+def test_a_session_computing_every_view_reads_none_from_storage(unsplit: Warehouse) -> None:
+    assert sql.stored_views(sql.connect(unsplit, use_derived=False)) == set()
