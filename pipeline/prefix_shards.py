@@ -11,9 +11,9 @@ once, in prefix_requests.
 
 So a build of a large warehouse:
 1. writes prefix_requests (one row per request, the arrival order included) once, split into
-   `shards` groups by `scope_hash % shards`;
-2. writes prefix_segments (one numeric row per segment, joined to those stored rows) once,
-   split the same way: the only pass over every segment;
+   `shards` groups by `scope_hash % shards` (queries/params/prefix_request_groups.sql);
+2. writes prefix_segments (one numeric row per segment, grouped by joining those stored rows)
+   once, split the same way: the only pass over every segment;
 3. computes request_prefix for each group from that group's files alone and writes it as one
    part of `derived/request_prefix.parquet/`, rows in started_at order like every stored view.
 
@@ -37,6 +37,8 @@ import duckdb
 SHARD_SEGMENTS = 15_000_000
 SHARDED = "request_prefix"
 STAGES = ("prefix_requests", "prefix_segments")
+# queries/params/: each stage's rows with the group of their cache scope
+GROUP_QUERIES = ("prefix_request_groups", "prefix_segment_groups")
 
 
 def shard_count(con: duckdb.DuckDBPyConnection, per_shard: int = SHARD_SEGMENTS) -> int:
@@ -51,22 +53,22 @@ def write_sharded(
     shards: int,
     *,
     recreate_stage: Callable[[str], None],
+    group_query: Callable[[str], str],
     order_by: str,
     progress: Callable[[str], None] | None = None,
 ) -> int:
     """Write request_prefix as part files in the directory `out`, one per non-empty group of
     scopes; returns the rows written. `recreate_stage(name)` puts a stage's view back as its
-    query defines it; `order_by` is the stored view's ORDER BY clause."""
+    query defines it; `group_query(name)` is the text of queries/params/<name>.sql; `order_by`
+    is the stored view's ORDER BY clause."""
     work = out.with_name(out.name + ".work")
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True)
     work.mkdir()
     try:
-        for stage in STAGES:
+        for stage, grouped in zip(STAGES, GROUP_QUERIES, strict=True):
             _say(progress, f"{SHARDED}: writing {stage} in {shards} groups of cache scopes")
-            rel = con.sql(
-                f'SELECT *, scope_hash % $shards AS shard FROM "{stage}"', params={"shards": shards}
-            )
+            rel = con.sql(group_query(grouped), params={"groups": shards})
             rel.write_parquet(str(work / stage), partition_by=["shard"], compression="zstd")
             # later stages read the stored rows, not the query again
             _read_from(con, stage, work / stage / "**" / "*.parquet")

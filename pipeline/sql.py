@@ -575,6 +575,7 @@ def _write_view(
                 tmp,
                 shards,
                 recreate_stage=lambda stage: _create_view(con, queries[stage]),
+                group_query=param_query_sql,
                 order_by=_stored_order(name),
                 progress=progress,
             )

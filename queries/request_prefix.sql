@@ -1,5 +1,5 @@
 -- name: request_prefix
--- inputs: prefix_segments, prefix_requests
+-- inputs: prefix_requests, prefix_segments
 -- output: one row per request with everything the prefix views need from its segments (the
 --   heavy step; materialised by `cacheaudit build`). One window over the segments: per (cache
 --   scope, chained prefix hash), which earlier request last had the same prefix at each
@@ -22,8 +22,9 @@ WITH req AS (
 -- the segments with what their request says of the entry left at each position
 seg AS NOT MATERIALIZED (
     SELECT
-        s.rid_ord, q.t_us, s.position, s.bytes, s.kind_code, s.role_code, s.content_hash,
-        s.scoped_prefix_hash,
+        q.rid_ord, q.t_us, s.position, s.bytes, s.kind_code, s.role_code, s.content_hash,
+        -- the prefix within the cache scope: what the window compares
+        hash(s.chain_hash, q.scope_hash)                                AS scoped_prefix_hash,
         -- when the entry this request leaves here became available; NULL: it left none
         CASE WHEN q.writes_cache THEN q.t_us + round(q.available_after_ms * 1000)::BIGINT END
                                                                         AS available_us,
@@ -47,7 +48,7 @@ seg AS NOT MATERIALIZED (
              )) > 0 END                                                 AS breakpoint_near,
         s.position <= q.last_breakpoint                                 AS is_marked
     FROM prefix_segments AS s
-    JOIN req AS q USING (rid_ord)
+    JOIN req AS q USING (request_id)
 ),
 
 -- one window specification, so one sort; a whole-partition frame replaces a second window
