@@ -506,8 +506,8 @@ def build(
         print(f"waiting for the ingest into {wh.root} to finish", file=sys.stderr)
 
     with wh.lock(shared=True, on_wait=waiting):
-        shards = shard_segments or prefix_shards.SHARD_SEGMENTS
-        return _build_locked(wh, options, order, targets, force, shards, progress)
+        per_group = shard_segments or prefix_shards.SHARD_SEGMENTS
+        return _build_locked(wh, options, order, targets, force, per_group, progress)
 
 
 def _build_locked(
@@ -543,7 +543,10 @@ def _build_locked(
         except BaseException:
             _remove(tmp)
             raise
-        _remove(path)  # a file, or a directory of parts (sharded, or another engine's)
+        if path.is_dir() or tmp.is_dir():
+            # a directory of parts (split by scope, or another engine's) cannot be swapped
+            # in one step; a file replacing a file is
+            _remove(path)
         tmp.replace(path)
         stamp_tmp = stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
         stamp_tmp.write_text(

@@ -553,7 +553,9 @@ def spark_type(duckdb_type: str) -> str:
 
     if duckdb_type.upper() == "TIMESTAMPTZ":
         return "TIMESTAMP"  # Spark's TIMESTAMP is an instant, like TIMESTAMPTZ
-    return sqlglot.exp.DataType.build(duckdb_type, dialect="duckdb").sql("spark")
+    # unsigned types as in the translated SQL (a helper view's fingerprints are UBIGINT)
+    built = _signed_types(sqlglot.exp.DataType.build(duckdb_type, dialect="duckdb"))
+    return str(built.sql("spark"))
 
 
 _REWRITES = (
