@@ -37,7 +37,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import prefix_shards, resources, schema
+from pipeline import prefix_groups, resources, schema
 from pipeline.errors import NotFoundError, QueryError, WarehouseError
 from pipeline.period import Period, margin_days, parts_within
 from pipeline.warehouse import TABLES, Warehouse, stem_of
@@ -273,9 +273,9 @@ def connect(
             continue
         derived = stored.get(name)
         if derived is not None:
-            _create_from_parquet(con, name, derived, days)
+            view_from_parquet(con, name, derived, days)
         else:
-            _create_view(con, queries[name])
+            create_query_view(con, queries[name])
     read_stored = sorted(name for name, path in stored.items() if path is not None)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {STORED_VIEWS_TABLE} AS SELECT unnest(?::VARCHAR[]) AS name",
@@ -309,14 +309,14 @@ def period_parts(snapshot: dict[str, list[Path]], days: Period) -> dict[str, lis
     return out
 
 
-def _create_view(con: duckdb.DuckDBPyConnection, q: Query) -> None:
+def create_query_view(con: duckdb.DuckDBPyConnection, q: Query) -> None:
     try:
         con.execute(f"CREATE OR REPLACE VIEW {_quoted(q.name)} AS {_strip_final_semicolon(q.sql)}")
     except duckdb.Error as exc:
         raise QueryError(f"{q.path.name}: {_one_line(exc)}") from exc
 
 
-def _create_from_parquet(
+def view_from_parquet(
     con: duckdb.DuckDBPyConnection, name: str, path: Path, days: Period | None = None
 ) -> None:
     pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
@@ -479,13 +479,13 @@ def build(
     options: SqlOptions | None = None,
     names: Iterable[str] | None = None,
     force: bool = False,
-    shard_segments: int | None = None,
+    group_segments: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[BuildResult]:
     """Write each materialised view (and those it reads) whose stamp is stale.
 
-    `shard_segments`: past this many segments (default prefix_shards.SHARD_SEGMENTS)
-    request_prefix is computed one group of cache scopes at a time (pipeline/prefix_shards.py).
+    `group_segments`: past this many segments (default prefix_groups.GROUP_SEGMENTS)
+    request_prefix is computed one group of cache scopes at a time (pipeline/prefix_groups.py).
     `progress` gets a line per step of that.
 
     Holds the warehouse lock shared: an ingest landing while the views are computed would
@@ -506,7 +506,7 @@ def build(
         print(f"waiting for the ingest into {wh.root} to finish", file=sys.stderr)
 
     with wh.lock(shared=True, on_wait=waiting):
-        per_group = shard_segments or prefix_shards.SHARD_SEGMENTS
+        per_group = group_segments or prefix_groups.GROUP_SEGMENTS
         return _build_locked(wh, options, order, targets, force, per_group, progress)
 
 
@@ -516,7 +516,7 @@ def _build_locked(
     order: list[str],
     targets: set[str],
     force: bool,
-    shard_segments: int,
+    group_segments: int,
     progress: Callable[[str], None] | None,
 ) -> list[BuildResult]:
     # The stamps come from the state taken before the connection lists the Parquet parts:
@@ -536,7 +536,7 @@ def _build_locked(
         path = derived_path(wh, name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            rows = _write_view(con, name, tmp, shard_segments, progress)
+            rows = _write_view(con, name, tmp, group_segments, progress)
         except duckdb.Error as exc:
             _remove(tmp)
             raise QueryError(f"building {name}: {_one_line(exc)}") from exc
@@ -554,7 +554,7 @@ def _build_locked(
         )
         stamp_tmp.replace(stamp_path(wh, name))
         # later views read the stored result instead of recomputing this one
-        _create_from_parquet(con, name, path)
+        view_from_parquet(con, name, path)
         results.append(BuildResult(name, True, rows, time.perf_counter() - start))
     return results
 
@@ -563,27 +563,18 @@ def _write_view(
     con: duckdb.DuckDBPyConnection,
     name: str,
     tmp: Path,
-    shard_segments: int,
+    group_segments: int,
     progress: Callable[[str], None] | None,
 ) -> int:
     """Write view `name` to `tmp`: one Parquet file, or for request_prefix on a warehouse of
-    more than `shard_segments` segments a directory of parts, one per group of cache scopes
-    (pipeline/prefix_shards.py). Returns the rows written."""
-    if name == prefix_shards.SHARDED:
-        shards = prefix_shards.shard_count(con, shard_segments)
-        if shards > 1:
-            queries = load_queries()
-            return prefix_shards.write_sharded(
-                con,
-                tmp,
-                shards,
-                recreate_stage=lambda stage: _create_view(con, queries[stage]),
-                group_query=param_query_sql,
-                order_by=_stored_order(name),
-                progress=progress,
-            )
+    more than `group_segments` segments a directory of parts, one per group of cache scopes
+    (pipeline/prefix_groups.py). Returns the rows written."""
+    if name == prefix_groups.GROUPED_VIEW:
+        groups = prefix_groups.group_count(con, group_segments)
+        if groups > 1:
+            return prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
     written = con.execute(
-        f"COPY (SELECT * FROM {_quoted(name)}{_stored_order(name)}) "
+        f"COPY (SELECT * FROM {_quoted(name)}{stored_order(name)}) "
         f"TO '{_path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
     ).fetchall()
     return int(written[0][0]) if written else 0
@@ -596,7 +587,7 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _stored_order(name: str) -> str:
+def stored_order(name: str) -> str:
     """Rows of a stored view in started_at order: a period read (reports, summary) then skips
     the row groups outside its days by their min/max statistics."""
     if "started_at" in schema.load(name).names:

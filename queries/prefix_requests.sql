@@ -3,7 +3,7 @@
 -- output: one row per request with what request_prefix needs of it: its arrival order, its
 --   cache scope, when the entry it leaves becomes available and how long it lives. The first
 --   stage of request_prefix, a view of its own so that `cacheaudit build` can cut a large
---   warehouse into shards of whole cache scopes (pipeline/prefix_shards.py).
+--   warehouse into groups of whole cache scopes (pipeline/prefix_groups.py).
 --   A cache entry is written only by a request the provider processed: one with a 2xx response
 --   (a stream cut later, or an error inside a 200 stream, still wrote it); a refused request
 --   (an HTTP error status, or no response at all) never did, though it still counts for

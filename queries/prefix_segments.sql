@@ -4,7 +4,7 @@
 --   kind and role as numbers, and the segment's own and chained-prefix fingerprints as
 --   numbers. The second stage of request_prefix, the only one over every segment: request_prefix
 --   joins it to prefix_requests, and `cacheaudit build` writes it once, split by cache scope,
---   when the warehouse is too large for one window (pipeline/prefix_shards.py). Strings make
+--   when the warehouse is too large for one window (pipeline/prefix_groups.py). Strings make
 --   sorts and aggregates slow, so only the join key stays one.
 --   Hashes are 64-bit fingerprints used only to compare rows.
 WITH final AS (

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline import prefix_shards, sql
+from pipeline import prefix_groups, sql
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.period import Period
@@ -43,7 +43,7 @@ def _split_copy(unsplit: Warehouse, tmp_path: Path, lines: list[str] | None = No
     wh = Warehouse(tmp_path / "split")
     shutil.copytree(unsplit.root, wh.root)
     shutil.rmtree(wh.root / sql.DERIVED_DIR)
-    sql.build(wh, shard_segments=SMALL_GROUPS, progress=None if lines is None else lines.append)
+    sql.build(wh, group_segments=SMALL_GROUPS, progress=None if lines is None else lines.append)
     return wh
 
 
@@ -136,9 +136,9 @@ def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
     def fail(*args: object, **kwargs: object) -> int:
         raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
 
-    monkeypatch.setattr(prefix_shards, "_write_count", fail)
+    monkeypatch.setattr(prefix_groups, "_write_count", fail)
     with pytest.raises(Exception, match="building request_prefix: Out of Memory"):
-        sql.build(wh, force=True, shard_segments=SMALL_GROUPS)
+        sql.build(wh, force=True, group_segments=SMALL_GROUPS)
     assert sql.derived_path(wh, "request_prefix").read_bytes() == before
     hidden = [p.name for p in (wh.root / sql.DERIVED_DIR).iterdir() if p.name.startswith(".")]
     assert hidden in ([], [".spill"])
@@ -167,7 +167,7 @@ def test_build_split_segments_on_the_command_line_prints_each_group_on_stderr(
 
 def test_build_help_states_the_default_group_size(cli) -> None:  # type: ignore[no-untyped-def]
     result = cli("build", "--help")
-    assert f"{prefix_shards.SHARD_SEGMENTS:,}" in " ".join(result.stdout.split())
+    assert f"{prefix_groups.GROUP_SEGMENTS:,}" in " ".join(result.stdout.split())
 
 
 def test_build_refuses_a_group_size_under_one_segment_in_one_line(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]

@@ -110,7 +110,7 @@ def build(
             Warehouse(warehouse),
             options=options,
             force=force,
-            shard_segments=split_segments,
+            group_segments=split_segments,
             progress=err,
         )
     for r in results:

@@ -11,13 +11,13 @@ once, in prefix_requests.
 
 So a build of a large warehouse:
 1. writes prefix_requests (one row per request, the arrival order included) once, split into
-   `shards` groups by `scope_hash % shards` (queries/params/prefix_request_groups.sql);
+   `groups` by `scope_hash % groups` (queries/params/prefix_request_groups.sql);
 2. writes prefix_segments (one numeric row per segment, grouped by joining those stored rows)
    once, split the same way: the only pass over every segment;
 3. computes request_prefix for each group from that group's files alone and writes it as one
    part of `derived/request_prefix.parquet/`, rows in started_at order like every stored view.
 
-Memory then follows the largest group, not the warehouse: a group is ~SHARD_SEGMENTS segments
+Memory then follows the largest group, not the warehouse: a group is ~GROUP_SEGMENTS segments
 when the traffic has many scopes. Traffic of a single scope (one key, one model) stays one
 group, as large as before. The split files live in a work directory next to the output and go
 when the build ends, failed or not.
@@ -34,66 +34,67 @@ import duckdb
 
 # Segments per group: a group of 500,000 requests of ~30 segments. A whole build of 1M
 # requests held 3.3 GB at the 3 GiB cap (bench/views.py); half of that leaves room.
-SHARD_SEGMENTS = 15_000_000
-SHARDED = "request_prefix"
+GROUP_SEGMENTS = 15_000_000
+GROUPED_VIEW = "request_prefix"
 STAGES = ("prefix_requests", "prefix_segments")
 # queries/params/: each stage's rows with the group of their cache scope
 GROUP_QUERIES = ("prefix_request_groups", "prefix_segment_groups")
+GROUP_COLUMN = "scope_group"
 
 
-def shard_count(con: duckdb.DuckDBPyConnection, per_shard: int = SHARD_SEGMENTS) -> int:
+def group_count(con: duckdb.DuckDBPyConnection, per_group: int = GROUP_SEGMENTS) -> int:
     """How many groups a build of request_prefix splits the warehouse into (1: no split)."""
     ((segments,),) = con.execute("SELECT count(*) FROM raw_segments").fetchall()
-    return max(1, math.ceil(int(segments) / per_shard))
+    return max(1, math.ceil(int(segments) / per_group))
 
 
-def write_sharded(
+def write_in_groups(
     con: duckdb.DuckDBPyConnection,
     out: Path,
-    shards: int,
+    groups: int,
     *,
-    recreate_stage: Callable[[str], None],
-    group_query: Callable[[str], str],
-    order_by: str,
     progress: Callable[[str], None] | None = None,
 ) -> int:
     """Write request_prefix as part files in the directory `out`, one per non-empty group of
-    scopes; returns the rows written. `recreate_stage(name)` puts a stage's view back as its
-    query defines it; `group_query(name)` is the text of queries/params/<name>.sql; `order_by`
-    is the stored view's ORDER BY clause."""
+    scopes; returns the rows written."""
+    # sql imports this module at its top: the other way round only here
+    from pipeline import sql
+
+    queries = sql.load_queries()
     work = out.with_name(out.name + ".work")
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True)
     work.mkdir()
     try:
         for stage, grouped in zip(STAGES, GROUP_QUERIES, strict=True):
-            _say(progress, f"{SHARDED}: writing {stage} in {shards} groups of cache scopes")
-            rel = con.sql(group_query(grouped), params={"groups": shards})
-            rel.write_parquet(str(work / stage), partition_by=["shard"], compression="zstd")
+            _say(progress, f"{GROUPED_VIEW}: writing {stage} in {groups} groups of cache scopes")
+            rel = con.sql(sql.param_query_sql(grouped), params={"groups": groups})
+            rel.write_parquet(str(work / stage), partition_by=[GROUP_COLUMN], compression="zstd")
             # later stages read the stored rows, not the query again
-            _read_from(con, stage, work / stage / "**" / "*.parquet")
+            sql.view_from_parquet(con, stage, work / stage)
         # a group no scope fell in has no directory
-        groups = sorted(
-            int(p.name.removeprefix("shard=")) for p in (work / STAGES[0]).glob("shard=*")
+        numbers = sorted(
+            int(p.name.removeprefix(f"{GROUP_COLUMN}="))
+            for p in (work / STAGES[0]).glob(f"{GROUP_COLUMN}=*")
         )
         rows = 0
-        for done, shard in enumerate(groups, start=1):
-            parts = {stage: work / stage / f"shard={shard}" for stage in STAGES}
-            _say(progress, f"{SHARDED}: group {done} of {len(groups)}")
-            for stage, folder in parts.items():
+        for done, number in enumerate(numbers, start=1):
+            _say(progress, f"{GROUPED_VIEW}: group {done} of {len(numbers)}")
+            for stage in STAGES:
+                folder = work / stage / f"{GROUP_COLUMN}={number}"
                 if folder.is_dir():
-                    _read_from(con, stage, folder / "*.parquet")
+                    sql.view_from_parquet(con, stage, folder)
                 else:  # requests without segments (a prompt that failed to parse)
                     con.sql(
                         "SELECT * FROM read_parquet($p) LIMIT 0",
                         params={"p": str(work / stage / "**" / "*.parquet")},
                     ).create_view(stage, replace=True)
-            rel = con.sql(f'SELECT * FROM "{SHARDED}"{order_by}')
-            rows += _write_count(rel, out / f"part-{shard:05d}.parquet")
+            rel = con.sql(f'SELECT * FROM "{GROUPED_VIEW}"{sql.stored_order(GROUPED_VIEW)}')
+            rows += _write_count(rel, out / f"part-{number:05d}.parquet")
         return rows
     finally:
         for stage in STAGES:
-            recreate_stage(stage)
+            sql.create_query_view(con, queries[stage])
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -102,12 +103,6 @@ def _write_count(rel: duckdb.DuckDBPyRelation, path: Path) -> int:
 
     rel.write_parquet(str(path), compression="zstd")
     return int(pq.read_metadata(path).num_rows)
-
-
-def _read_from(con: duckdb.DuckDBPyConnection, view: str, pattern: Path) -> None:
-    con.sql("SELECT * FROM read_parquet($p)", params={"p": str(pattern)}).create_view(
-        view, replace=True
-    )
 
 
 def _say(progress: Callable[[str], None] | None, message: str) -> None:
