@@ -24,8 +24,13 @@
 --   cannot be analysed, so it gets no row at all, not a cold start.
 WITH turns AS (
     SELECT
-        c.request_id, c.conversation_id, c.turn, c.parent_request_id, c.agent, c.started_at,
-        c.provider, c.model, c.account, c.link_method,
+        -- names are joined back onto the breaks only (final): carried through every step, on
+        -- 10M requests they made these tables too large for a build's memory cap
+        c.request_id, c.turn, c.parent_request_id, c.started_at,
+        -- compared with the parent's only; NULL stays NULL, so they compare as the names do
+        CASE WHEN c.provider IS NOT NULL THEN hash(c.provider) END     AS provider_key,
+        CASE WHEN c.model IS NOT NULL THEN hash(c.model) END           AS model_key,
+        c.link_method = 'resend'                                        AS resent,
         p.segment_count, p.shared_segments, p.reuse_request_id, p.live_segments,
         p.tools_hash, p.tools_set_hash, p.history_start, p.last_assistant,
         p.available_after_ms,
@@ -44,7 +49,7 @@ WITH turns AS (
 with_parent AS (
     SELECT
         t.*,
-        p.provider AS parent_provider, p.model AS parent_model,
+        p.provider_key AS parent_provider_key, p.model_key AS parent_model_key,
         p.segment_count AS parent_segments, p.started_at AS parent_started_at,
         p.input_tokens AS parent_input_tokens, p.tools_hash AS parent_tools_hash,
         p.extended_segments AS parent_extended_segments,
@@ -188,7 +193,7 @@ caused AS (
         CASE
             WHEN d.parent_request_id IS NULL THEN 'cold_start'
             -- the same prompt sent again (conversations: resend) changed nothing: no break
-            WHEN d.link_method = 'resend' THEN NULL
+            WHEN d.resent THEN NULL
             -- expired, model_changed and the three changes name what lost a reusable prefix:
             -- none when the rules would have served nothing from the parent's prompt anyway
             -- (under the minimum, an Anthropic prompt without cache_control, no caching)
@@ -201,15 +206,15 @@ caused AS (
             -- published lifetime never expires an entry (request_prefix): its misses are
             -- provider_miss
             WHEN d.lifetime_s IS NOT NULL
-                 AND d.provider IS NOT DISTINCT FROM d.parent_provider
-                 AND d.model IS NOT DISTINCT FROM d.parent_model
+                 AND d.provider_key IS NOT DISTINCT FROM d.parent_provider_key
+                 AND d.model_key IS NOT DISTINCT FROM d.parent_model_key
                  AND d.idle_s > CASE WHEN d.live_segments < d.parent_extended_segments
                                      THEN coalesce(d.extended_lifetime_s, d.lifetime_s)
                                      ELSE coalesce(d.default_lifetime_s, d.lifetime_s) END
                  AND d.live_segments < least(d.common_segments, d.parent_segments)
                 THEN 'expired'
-            WHEN d.provider IS DISTINCT FROM d.parent_provider
-                 OR d.model IS DISTINCT FROM d.parent_model THEN 'model_changed'
+            WHEN d.provider_key IS DISTINCT FROM d.parent_provider_key
+                 OR d.model_key IS DISTINCT FROM d.parent_model_key THEN 'model_changed'
             -- a fork: the prompt follows the parent's through its last reply (or through part
             -- of an opening without one) and only the new messages after it differ, e.g.
             -- parallel requests asking different questions of the same history. Nothing
@@ -361,8 +366,8 @@ excerpts AS (
 
 final AS (
     SELECT
-        b.request_id, b.conversation_id, b.turn, b.parent_request_id, b.started_at, b.agent,
-        b.provider, b.model, b.account, b.cause,
+        b.request_id, c.conversation_id, b.turn, b.parent_request_id, b.started_at, c.agent,
+        c.provider, c.model, c.account, b.cause,
         -- unknown stays NULL: no loss is computed from a missing count (least and greatest
         -- skip NULLs, so every operand is tested first). A cold start loses nothing whatever
         -- its usage: there was nothing earlier to reuse. The read is the reported one, else the
@@ -400,6 +405,7 @@ final AS (
         END                                                             AS change_class,
         x.excerpt, x.parent_excerpt
     FROM breaks AS b
+    JOIN conversations AS c USING (request_id)
     LEFT JOIN excerpts AS x USING (request_id)
 )
 

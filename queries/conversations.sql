@@ -36,11 +36,21 @@
 --   the segment after it) with the turn-2 request, whose parent is the opening. Two lineages
 --   interleaved with the same opening, the same first reply and the same next message are
 --   indistinguishable and join the later one.
+--   Every step below keys requests by their arrival order and compares scopes, sessions and
+--   models by 64-bit hashes, as the prompt fingerprints already are: strings are read only by
+--   the first and the last step (on 10M requests, string keys made the intermediate tables
+--   too large for a build's memory cap and it spilled).
 WITH base AS (
     SELECT
-        p.request_id, p.arrival_order, p.started_at, p.provider, p.model, p.account,
-        p.cache_scope,
-        r.session_id, r.agent, p.history_start, p.first_assistant, p.last_assistant,
+        p.arrival_order, p.started_at,
+        -- the cache scope and its provider as one number; without a scope, NULL matches nothing
+        CASE WHEN p.cache_scope IS NOT NULL THEN hash(p.provider, p.cache_scope) END
+                                                                        AS scope_key,
+        CASE WHEN r.session_id IS NOT NULL THEN hash(r.session_id) END AS session_key,
+        -- what makes two requests the same prompt, besides the history: model, session (or none
+        -- on both), system prompt and tools
+        hash(p.model, r.session_id, p.system_hash, p.tools_hash)       AS same_prompt_key,
+        p.history_start, p.first_assistant, p.last_assistant,
         p.history_hash, p.before_last_reply_hash, p.first_exchange_hash,
         p.system_hash, p.tools_hash, p.tools_set_hash,
         coalesce(p.before_first_reply_hash, p.history_hash)             AS first_turn_key,
@@ -48,10 +58,11 @@ WITH base AS (
         -- how long after it a continuation or a retry still counts as one: the rule's cache
         -- lifetime (its lookback where none is published; a day without any rule)
         coalesce(m.lifetime_s, m.lookback_s, 86400)                     AS link_window_s,
-        x.reuse_request_id, x.shared_segments
+        u.arrival_order                                                 AS reuse_order,
+        p.shared_segments
     FROM request_prefix AS p
     JOIN requests AS r USING (request_id)
-    JOIN prefix_reuse AS x USING (request_id)
+    LEFT JOIN request_prefix AS u ON u.request_id = p.reuse_request_id
     LEFT JOIN cache_rule_match AS m
       ON m.provider IS NOT DISTINCT FROM r.provider
      AND m.model IS NOT DISTINCT FROM r.model
@@ -62,33 +73,36 @@ WITH base AS (
 -- just before
 session_order AS (
     SELECT
-        request_id, session_id, arrival_order,
-        lag(request_id) OVER (PARTITION BY session_id ORDER BY arrival_order) AS previous_id,
+        arrival_order, session_key,
+        lag(arrival_order) OVER (PARTITION BY session_key ORDER BY arrival_order) AS previous_order,
         max(CASE WHEN processed THEN arrival_order END) OVER (
-            PARTITION BY session_id ORDER BY arrival_order
+            PARTITION BY session_key ORDER BY arrival_order
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )                                                               AS processed_order
     FROM base
-    WHERE session_id IS NOT NULL
+    WHERE session_key IS NOT NULL
 ),
 
+-- a conversation is named by a request: a session's own (its session id names it) or its
+-- lineage's first (its request id does)
 sessions AS (
     SELECT
-        s.request_id,
-        s.session_id                                                    AS conversation_id,
-        coalesce(c.request_id, s.previous_id)                           AS parent_request_id,
+        arrival_order,
+        arrival_order                                                   AS conversation_ref,
+        session_key,
+        NULL::BIGINT                                                    AS root_order,
+        coalesce(processed_order, previous_order)                       AS parent_order,
         'session_id'                                                    AS link_method
-    FROM session_order AS s
-    LEFT JOIN base AS c ON c.arrival_order = s.processed_order
+    FROM session_order
 ),
 
 lineage_candidates AS (
-    SELECT * FROM base WHERE session_id IS NULL
+    SELECT * FROM base WHERE session_key IS NULL
 ),
 
 probes AS (
     SELECT
-        request_id, cache_scope, provider, arrival_order, started_at, system_hash, tools_set_hash,
+        arrival_order, scope_key, started_at, system_hash, tools_set_hash,
         before_last_reply_hash                                          AS probe,
         -- the history before the last reply holds no reply: it is the opening only
         first_assistant = last_assistant                                AS opening_probe
@@ -99,12 +113,11 @@ probes AS (
 -- the latest earlier request whose whole history is this one's history before its last reply
 history_any AS (
     SELECT
-        p.request_id, e.request_id AS parent_request_id, e.started_at AS parent_started_at,
+        p.arrival_order, e.arrival_order AS parent_order, e.started_at AS parent_started_at,
         e.tools_set_hash AS parent_tools_set_hash, e.link_window_s
     FROM probes AS p
     ASOF JOIN lineage_candidates AS e
-      ON e.cache_scope = p.cache_scope
-     AND e.provider IS NOT DISTINCT FROM p.provider
+      ON e.scope_key = p.scope_key
      AND e.history_hash = p.probe
      AND p.arrival_order > e.arrival_order
 ),
@@ -115,11 +128,10 @@ opening_probes AS (
 
 -- for an opening: the same, with the same system prompt ...
 history_same_system AS (
-    SELECT p.request_id, e.request_id AS parent_request_id, e.arrival_order AS parent_order
+    SELECT p.arrival_order, e.arrival_order AS parent_order
     FROM opening_probes AS p
     ASOF JOIN lineage_candidates AS e
-      ON e.cache_scope = p.cache_scope
-     AND e.provider IS NOT DISTINCT FROM p.provider
+      ON e.scope_key = p.scope_key
      AND e.history_hash = p.probe
      AND e.system_hash IS NOT DISTINCT FROM p.system_hash
      AND p.arrival_order > e.arrival_order
@@ -127,11 +139,10 @@ history_same_system AS (
 
 -- ... or the same tool set (in any order: a reordered tool list is still the same agent)
 history_same_tools AS (
-    SELECT p.request_id, e.request_id AS parent_request_id, e.arrival_order AS parent_order
+    SELECT p.arrival_order, e.arrival_order AS parent_order
     FROM opening_probes AS p
     ASOF JOIN lineage_candidates AS e
-      ON e.cache_scope = p.cache_scope
-     AND e.provider IS NOT DISTINCT FROM p.provider
+      ON e.scope_key = p.scope_key
      AND e.history_hash = p.probe
      AND e.tools_set_hash = p.tools_set_hash
      AND p.arrival_order > e.arrival_order
@@ -139,23 +150,23 @@ history_same_tools AS (
 
 history_parents AS (
     SELECT
-        p.request_id,
+        p.arrival_order,
         CASE
-            WHEN NOT p.opening_probe THEN a.parent_request_id
-            WHEN s.parent_request_id IS NOT NULL OR t.parent_request_id IS NOT NULL THEN
+            WHEN NOT p.opening_probe THEN a.parent_order
+            WHEN s.parent_order IS NOT NULL OR t.parent_order IS NOT NULL THEN
                 CASE WHEN coalesce(t.parent_order > s.parent_order, s.parent_order IS NULL)
-                     THEN t.parent_request_id ELSE s.parent_request_id END
+                     THEN t.parent_order ELSE s.parent_order END
             -- neither: the latest opening, if it has the same tools (or none) and is recent
             WHEN a.parent_tools_set_hash IS NOT DISTINCT FROM p.tools_set_hash
                  AND date_diff('millisecond', a.parent_started_at, p.started_at)
                      <= a.link_window_s * 1000
-                THEN a.parent_request_id
-        END                                                             AS parent_request_id,
+                THEN a.parent_order
+        END                                                             AS parent_order,
         p.opening_probe
     FROM probes AS p
-    LEFT JOIN history_any AS a USING (request_id)
-    LEFT JOIN history_same_system AS s USING (request_id)
-    LEFT JOIN history_same_tools AS t USING (request_id)
+    LEFT JOIN history_any AS a USING (arrival_order)
+    LEFT JOIN history_same_system AS s USING (arrival_order)
+    LEFT JOIN history_same_tools AS t USING (arrival_order)
 ),
 
 -- the latest earlier identical request (same model, system prompt, tools and history) of the
@@ -163,45 +174,43 @@ history_parents AS (
 -- timeout, or a client sending it twice)
 identical_any AS (
     SELECT
-        p.request_id, p.started_at, p.session_id, e.request_id AS parent_request_id,
-        e.started_at AS parent_started_at, e.link_window_s, e.processed AS parent_processed
-    FROM base AS p
-    ASOF JOIN base AS e
-      ON e.cache_scope = p.cache_scope
-     AND e.provider IS NOT DISTINCT FROM p.provider
-     AND e.model IS NOT DISTINCT FROM p.model
-     AND e.session_id IS NOT DISTINCT FROM p.session_id
-     AND e.history_hash = p.history_hash
-     AND e.system_hash IS NOT DISTINCT FROM p.system_hash
-     AND e.tools_hash IS NOT DISTINCT FROM p.tools_hash
-     AND p.arrival_order > e.arrival_order
+        arrival_order, started_at, session_key,
+        lag(arrival_order) OVER same_prompt                             AS parent_order,
+        lag(started_at) OVER same_prompt                                AS parent_started_at,
+        lag(link_window_s) OVER same_prompt                             AS link_window_s,
+        lag(processed) OVER same_prompt                                 AS parent_processed
+    FROM base
+    WHERE scope_key IS NOT NULL AND history_hash IS NOT NULL
+    WINDOW same_prompt AS (
+        PARTITION BY scope_key, same_prompt_key, history_hash ORDER BY arrival_order
+    )
 ),
 
 resends AS (
-    SELECT request_id, session_id, parent_request_id, parent_processed
+    SELECT arrival_order, session_key, parent_order, parent_processed
     FROM identical_any
     WHERE date_diff('millisecond', parent_started_at, started_at) <= link_window_s * 1000
 ),
 
 -- without a session: a retry links to the request it repeats
 retry_parents AS (
-    SELECT request_id, parent_request_id FROM resends WHERE session_id IS NULL
+    SELECT arrival_order, parent_order FROM resends WHERE session_key IS NULL
 ),
 
 linked AS (
     SELECT
         c.*,
-        coalesce(h.parent_request_id, t.parent_request_id)              AS history_parent,
+        coalesce(h.parent_order, t.parent_order)                        AS history_parent,
         -- the turn-2 request of a lineage: linked by its history to an opening
-        coalesce(h.opening_probe AND h.parent_request_id IS NOT NULL, false) AS second_turn,
-        h.parent_request_id IS NULL AND t.parent_request_id IS NOT NULL AS retried,
+        coalesce(h.opening_probe AND h.parent_order IS NOT NULL, false) AS second_turn,
+        h.parent_order IS NULL AND t.parent_order IS NOT NULL           AS retried,
         -- fallback: the longest shared prefix reaches into the history
-        CASE WHEN h.parent_request_id IS NULL AND t.parent_request_id IS NULL
+        CASE WHEN h.parent_order IS NULL AND t.parent_order IS NULL
               AND c.shared_segments > c.history_start
-             THEN c.reuse_request_id END                                AS prefix_parent
+             THEN c.reuse_order END                                     AS prefix_parent
     FROM lineage_candidates AS c
-    LEFT JOIN history_parents AS h USING (request_id)
-    LEFT JOIN retry_parents AS t USING (request_id)
+    LEFT JOIN history_parents AS h USING (arrival_order)
+    LEFT JOIN retry_parents AS t USING (arrival_order)
 ),
 
 -- a fork: prefix-linked with the same opening as its prefix parent (the same history, another
@@ -212,14 +221,14 @@ shaped AS (
         coalesce(l.prefix_parent IS NOT NULL AND pp.first_turn_key = l.first_turn_key, false)
                                                                         AS fork
     FROM linked AS l
-    LEFT JOIN base AS pp ON pp.request_id = l.prefix_parent
+    LEFT JOIN base AS pp ON pp.arrival_order = l.prefix_parent
 ),
 
 -- a lineage starts at a request without a history parent that is not a fork
 roots AS (
     SELECT
-        request_id AS root_id, cache_scope, provider, model, system_hash, tools_hash, history_hash,
-        first_turn_key, arrival_order, prefix_parent
+        arrival_order AS root_id, scope_key, same_prompt_key, history_hash, first_turn_key,
+        arrival_order, prefix_parent
     FROM shaped
     WHERE history_parent IS NULL AND NOT fork
 ),
@@ -231,14 +240,11 @@ retried_openings AS (
 ),
 
 retry_roots AS (
-    SELECT l.request_id, r.root_id
+    SELECT l.arrival_order, r.root_id
     FROM retried_openings AS l
     ASOF JOIN roots AS r
-      ON r.cache_scope = l.cache_scope
-     AND r.provider IS NOT DISTINCT FROM l.provider
-     AND r.model IS NOT DISTINCT FROM l.model
-     AND r.system_hash IS NOT DISTINCT FROM l.system_hash
-     AND r.tools_hash IS NOT DISTINCT FROM l.tools_hash
+      ON r.scope_key = l.scope_key
+     AND r.same_prompt_key = l.same_prompt_key
      AND r.history_hash = l.history_hash
      AND l.arrival_order >= r.arrival_order
 ),
@@ -246,7 +252,7 @@ retry_roots AS (
 -- the opening of each later turn: the parent of the latest turn-2 request with the same first
 -- exchange at or before it (a turn-2 request finds itself)
 second_turns AS (
-    SELECT request_id, cache_scope, provider, first_exchange_hash, arrival_order, history_parent
+    SELECT arrival_order, scope_key, first_exchange_hash, history_parent
     FROM shaped
     WHERE second_turn
 ),
@@ -256,21 +262,20 @@ later_turns AS (
 ),
 
 openings AS (
-    SELECT l.request_id, a.history_parent AS opening_id
+    SELECT l.arrival_order, a.history_parent AS opening_id
     FROM later_turns AS l
     ASOF JOIN second_turns AS a
-      ON a.cache_scope = l.cache_scope
-     AND a.provider IS NOT DISTINCT FROM l.provider
+      ON a.scope_key = l.scope_key
      AND a.first_exchange_hash = l.first_exchange_hash
      AND l.arrival_order >= a.arrival_order
 ),
 
 -- the opening's own lineage start: itself, or the start of the retries it is one of
 opening_roots AS (
-    SELECT o.request_id, coalesce(r.root_id, rr.root_id) AS root_id
+    SELECT o.arrival_order, coalesce(r.root_id, rr.root_id) AS root_id
     FROM openings AS o
     LEFT JOIN roots AS r ON r.root_id = o.opening_id
-    LEFT JOIN retry_roots AS rr ON rr.request_id = o.opening_id
+    LEFT JOIN retry_roots AS rr ON rr.arrival_order = o.opening_id
 ),
 
 -- otherwise (a fork, or a lineage whose second turn was not seen): the latest root with the
@@ -278,18 +283,17 @@ opening_roots AS (
 unplaced AS (
     SELECT s.*
     FROM shaped AS s
-    LEFT JOIN retry_roots AS rr USING (request_id)
-    LEFT JOIN opening_roots AS o USING (request_id)
+    LEFT JOIN retry_roots AS rr USING (arrival_order)
+    LEFT JOIN opening_roots AS o USING (arrival_order)
     WHERE (s.history_parent IS NOT NULL OR s.fork)
       AND rr.root_id IS NULL AND o.root_id IS NULL
 ),
 
 by_first_turn AS (
-    SELECT l.request_id, r.root_id
+    SELECT l.arrival_order, r.root_id
     FROM unplaced AS l
     ASOF JOIN roots AS r
-      ON r.cache_scope = l.cache_scope
-     AND r.provider IS NOT DISTINCT FROM l.provider
+      ON r.scope_key = l.scope_key
      AND r.first_turn_key = l.first_turn_key
      AND l.arrival_order >= r.arrival_order
 ),
@@ -297,12 +301,12 @@ by_first_turn AS (
 rooted AS (
     SELECT
         s.*,
-        CASE WHEN s.history_parent IS NULL AND NOT s.fork THEN s.request_id
+        CASE WHEN s.history_parent IS NULL AND NOT s.fork THEN s.arrival_order
              ELSE coalesce(rr.root_id, o.root_id, f.root_id) END        AS root_id
     FROM shaped AS s
-    LEFT JOIN retry_roots AS rr USING (request_id)
-    LEFT JOIN opening_roots AS o USING (request_id)
-    LEFT JOIN by_first_turn AS f USING (request_id)
+    LEFT JOIN retry_roots AS rr USING (arrival_order)
+    LEFT JOIN opening_roots AS o USING (arrival_order)
+    LEFT JOIN by_first_turn AS f USING (arrival_order)
 ),
 
 -- one level of prefix links: a lineage whose start continues another (edited history) joins
@@ -310,20 +314,23 @@ rooted AS (
 -- processed that one, as in sessions (one step)
 lineages AS (
     SELECT
-        l.request_id,
-        coalesce(s.conversation_id, pr.root_id, l.root_id, l.request_id) AS conversation_id,
-        CASE WHEN NOT up.processed AND up_parent.processed THEN up_parent.request_id
-             ELSE coalesce(l.history_parent, l.prefix_parent) END      AS parent_request_id,
+        l.arrival_order,
+        coalesce(s.conversation_ref, pr.root_id, l.root_id, l.arrival_order) AS conversation_ref,
+        s.session_key,
+        CASE WHEN s.session_key IS NULL
+             THEN coalesce(pr.root_id, l.root_id, l.arrival_order) END AS root_order,
+        CASE WHEN NOT up.processed AND up_parent.processed THEN up_parent.arrival_order
+             ELSE coalesce(l.history_parent, l.prefix_parent) END      AS parent_order,
         CASE WHEN l.history_parent IS NOT NULL THEN 'history'
              WHEN l.prefix_parent IS NOT NULL THEN 'prefix'
              ELSE 'new' END                                             AS link_method
     FROM rooted AS l
-    LEFT JOIN rooted AS root ON root.request_id = l.root_id
-    LEFT JOIN rooted AS pr ON pr.request_id = root.prefix_parent
-    LEFT JOIN sessions AS s ON s.request_id = root.prefix_parent
-    LEFT JOIN rooted AS up ON up.request_id = coalesce(l.history_parent, l.prefix_parent)
+    LEFT JOIN rooted AS root ON root.arrival_order = l.root_id
+    LEFT JOIN rooted AS pr ON pr.arrival_order = root.prefix_parent
+    LEFT JOIN sessions AS s ON s.arrival_order = root.prefix_parent
+    LEFT JOIN rooted AS up ON up.arrival_order = coalesce(l.history_parent, l.prefix_parent)
     LEFT JOIN base AS up_parent
-      ON up_parent.request_id = coalesce(up.history_parent, up.prefix_parent)
+      ON up_parent.arrival_order = coalesce(up.history_parent, up.prefix_parent)
 ),
 
 linked_all AS (
@@ -336,27 +343,49 @@ linked_all AS (
 -- linked it: its parent is the request it repeats, and it is no new turn of the prompt (no
 -- cache break). One repeating a refused request is the turn itself: it keeps its parent
 resent AS (
-    SELECT l.request_id, r.parent_request_id AS resent_id
+    SELECT l.arrival_order, r.parent_order AS resent_order
     FROM linked_all AS l
-    JOIN resends AS r USING (request_id)
-    JOIN linked_all AS o ON o.request_id = r.parent_request_id
-    WHERE o.conversation_id = l.conversation_id AND r.parent_processed
+    JOIN resends AS r USING (arrival_order)
+    JOIN linked_all AS o ON o.arrival_order = r.parent_order
+    WHERE o.session_key IS NOT DISTINCT FROM l.session_key
+      AND o.root_order IS NOT DISTINCT FROM l.root_order
+      AND r.parent_processed
+),
+
+numbered AS (
+    SELECT
+        l.arrival_order, l.conversation_ref,
+        row_number() OVER (PARTITION BY l.session_key, l.root_order ORDER BY l.arrival_order)
+            ::INTEGER                                                   AS turn,
+        coalesce(x.resent_order, l.parent_order)                        AS parent_order,
+        CASE WHEN x.resent_order IS NOT NULL THEN 'resend'
+             WHEN l.parent_order IS NULL THEN 'new'
+             ELSE l.link_method END                                     AS link_method
+    FROM linked_all AS l
+    LEFT JOIN resent AS x USING (arrival_order)
+),
+
+-- the names back: request ids, session ids and the columns shown
+named AS (
+    SELECT
+        p.arrival_order, p.request_id, r.session_id, r.agent, p.account, p.provider, p.model,
+        p.started_at
+    FROM request_prefix AS p
+    JOIN requests AS r USING (request_id)
 ),
 
 final AS (
     SELECT
         b.request_id,
-        l.conversation_id,
-        row_number() OVER (PARTITION BY l.conversation_id ORDER BY b.arrival_order)::INTEGER
-                                                                        AS turn,
-        coalesce(x.resent_id, l.parent_request_id)                      AS parent_request_id,
-        CASE WHEN x.resent_id IS NOT NULL THEN 'resend'
-             WHEN l.parent_request_id IS NULL THEN 'new'
-             ELSE l.link_method END                                     AS link_method,
+        coalesce(c.session_id, c.request_id)                            AS conversation_id,
+        n.turn,
+        parent.request_id                                               AS parent_request_id,
+        n.link_method,
         b.session_id, b.agent, b.account, b.provider, b.model, b.started_at
-    FROM base AS b
-    JOIN linked_all AS l USING (request_id)
-    LEFT JOIN resent AS x USING (request_id)
+    FROM numbered AS n
+    JOIN named AS b ON b.arrival_order = n.arrival_order
+    JOIN named AS c ON c.arrival_order = n.conversation_ref
+    LEFT JOIN named AS parent ON parent.arrival_order = n.parent_order
 )
 
 SELECT * FROM final
