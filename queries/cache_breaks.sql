@@ -26,7 +26,7 @@ WITH turns AS (
     SELECT
         -- names are joined back onto the breaks only (final): carried through every step, on
         -- 10M requests they made these tables too large for a build's memory cap
-        c.request_id, c.turn, c.parent_request_id, c.started_at,
+        c.request_id, p.arrival_order, c.turn, c.parent_request_id, c.started_at,
         -- compared with the parent's only; NULL stays NULL, so they compare as the names do
         CASE WHEN c.provider IS NOT NULL THEN hash(c.provider) END     AS provider_key,
         CASE WHEN c.model IS NOT NULL THEN hash(c.model) END           AS model_key,
@@ -66,10 +66,11 @@ with_parent AS (
 -- parent is the request it shares the longest prefix with; otherwise compare position by position
 -- (chained prefix hashes: the count of equal positions is the shared length). Both need a few
 -- segment rows of a few requests: ONE scan of `segments` fetches them all (the pairs to compare
--- in full, the others at the known position only), keyed by the child request.
+-- in full, the others at the known position only), keyed by the child request's arrival order
+-- (a number: these rows are many, a few per segment of the compared prompts).
 known AS (
     SELECT
-        request_id, parent_request_id,
+        request_id, arrival_order, parent_request_id,
         reuse_request_id IS DISTINCT FROM parent_request_id             AS to_compare,
         CASE WHEN reuse_request_id = parent_request_id AND shared_segments < parent_segments
              THEN shared_segments END                                   AS at_position
@@ -78,18 +79,20 @@ known AS (
 ),
 
 wanted AS (
-    SELECT request_id AS seg_request_id, request_id AS child_id, true AS is_new, at_position
+    SELECT
+        request_id AS seg_request_id, arrival_order AS child_order, true AS is_new, to_compare,
+        at_position
     FROM known
     WHERE to_compare OR at_position IS NOT NULL
     UNION ALL
-    SELECT parent_request_id, request_id, false, at_position
+    SELECT parent_request_id, arrival_order, false, to_compare, at_position
     FROM known
     WHERE to_compare OR at_position IS NOT NULL
 ),
 
 fetched AS MATERIALIZED (
     SELECT
-        w.child_id, w.is_new, s.position, s.kind, s.role, s.segment_hash,
+        w.child_order, w.is_new, w.to_compare, s.position, s.kind, s.role, s.segment_hash,
         hash(s.prefix_hash)                                             AS prefix_key
     FROM segments AS s
     JOIN wanted AS w
@@ -98,16 +101,15 @@ fetched AS MATERIALIZED (
 ),
 
 compared AS (
-    SELECT n.child_id AS request_id, count(o.position) AS common_segments
+    SELECT n.child_order AS arrival_order, count(o.position) AS common_segments
     FROM fetched AS n
-    JOIN known AS k ON k.request_id = n.child_id AND k.to_compare
     LEFT JOIN fetched AS o
-      ON o.child_id = n.child_id
+      ON o.child_order = n.child_order
      AND NOT o.is_new
      AND o.position = n.position
      AND o.prefix_key = n.prefix_key
-    WHERE n.is_new
-    GROUP BY n.child_id
+    WHERE n.is_new AND n.to_compare
+    GROUP BY n.child_order
 ),
 
 diverged AS (
@@ -151,25 +153,25 @@ diverged AS (
                  AND w.expected_read_tokens - w.cache_read_tokens >= 256 THEN 'provider_miss'
         END                                                             AS read_cause
     FROM with_parent AS w
-    LEFT JOIN compared AS k USING (request_id)
+    LEFT JOIN compared AS k USING (arrival_order)
 ),
 
 -- the segments of this request and of its parent at the first difference
 change_rows AS (
-    SELECT d.request_id, f.is_new, f.kind, f.role, f.segment_hash
+    SELECT d.arrival_order, f.is_new, f.kind, f.role, f.segment_hash
     FROM fetched AS f
-    JOIN diverged AS d ON f.child_id = d.request_id AND f.position = d.common_segments
+    JOIN diverged AS d ON f.child_order = d.arrival_order AND f.position = d.common_segments
     WHERE d.common_segments < d.parent_segments
 ),
 
 at_change AS (
     SELECT
-        d.request_id,
+        d.arrival_order,
         rs.kind AS new_kind, rs.role AS new_role, rs.segment_hash AS new_hash,
         ps.kind AS old_kind, ps.role AS old_role, ps.segment_hash AS old_hash
     FROM diverged AS d
-    LEFT JOIN change_rows AS rs ON rs.request_id = d.request_id AND rs.is_new
-    LEFT JOIN change_rows AS ps ON ps.request_id = d.request_id AND NOT ps.is_new
+    LEFT JOIN change_rows AS rs ON rs.arrival_order = d.arrival_order AND rs.is_new
+    LEFT JOIN change_rows AS ps ON ps.arrival_order = d.arrival_order AND NOT ps.is_new
     WHERE d.common_segments < d.parent_segments
 ),
 
@@ -237,7 +239,7 @@ caused AS (
             ELSE d.read_cause
         END                                                             AS cause
     FROM diverged AS d
-    LEFT JOIN at_change AS a USING (request_id)
+    LEFT JOIN at_change AS a USING (arrival_order)
 ),
 
 breaks AS (
