@@ -5,16 +5,23 @@ Tests run with TZ=UTC so nothing depends on the machine's clock zone.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 os.environ["TZ"] = "UTC"
+# One cache directory for the run (the price library's rows, the first-file copy of
+# cacheaudit.duckdb), shared by every test and CLI run in it, never the user's ~/.cache.
+os.environ["CACHEAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cacheaudit-test-cache-")
+atexit.register(shutil.rmtree, os.environ["CACHEAUDIT_CACHE_DIR"], ignore_errors=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
