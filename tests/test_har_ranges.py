@@ -15,8 +15,9 @@ import pytest
 from test_ingest_support import har_document, har_entry, run, table
 
 from pipeline import ingest as ingest_module
+from pipeline import ingest_plan, ingest_worker
 from pipeline.errors import InputError
-from pipeline.ingest import plan
+from pipeline.ingest_plan import plan
 from pipeline.sources import har
 
 
@@ -42,7 +43,7 @@ def _rows(wh: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def _cut(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    monkeypatch.setattr(ingest_module, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(ingest_plan, "CHUNK_BYTES", chunk)
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)  # two workers, not one
 
 
@@ -52,7 +53,7 @@ def test_the_tasks_of_an_uncompressed_har_are_byte_ranges_with_no_entries_in_the
     path = tmp_path / "big.har"
     path.write_bytes(har_document(_entries(), pretty=True))
     size = path.stat().st_size
-    monkeypatch.setattr(ingest_module, "CHUNK_BYTES", 4000)
+    monkeypatch.setattr(ingest_plan, "CHUNK_BYTES", 4000)
     tasks = list(plan(path, "har", "digest", size))
     assert len(tasks) > 3
     for task in tasks:
@@ -114,7 +115,7 @@ def test_a_range_not_holding_the_entries_counted_makes_ingest_read_the_har_again
     tasks = list(plan(path, "har", "digest", path.stat().st_size))
     with pytest.raises(har.RangeMismatch):
         for task in tasks:
-            list(ingest_module._har_range_records(task))
+            list(ingest_worker._har_range_records(task))
     cut = run([path], tmp_path / "many", workers=2)
     counts = [(f.records, f.accepted, f.rejected, f.skipped) for f in (whole.files + cut.files)]
     assert counts == [(30, 27, 2, 1)] * 2
@@ -133,7 +134,7 @@ def test_however_a_damaged_har_is_cut_its_ranges_give_the_streams_entries_or_say
     for chunk, pos, byte in itertools.product(
         (800, 5000), range(doc.index(b'"entries"'), len(doc), 97), STRAY
     ):
-        monkeypatch.setattr(ingest_module, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(ingest_plan, "CHUNK_BYTES", chunk)
         data = doc[:pos] + byte + doc[pos:]
         path.write_bytes(data)
         try:

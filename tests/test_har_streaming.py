@@ -102,13 +102,14 @@ def test_a_har_split_into_batches_over_two_workers_keeps_every_entry_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pipeline import ingest as ingest_module
+    from pipeline import ingest_plan
 
     entries = [har_entry(i) for i in range(30)]
     entries[7] = har_entry(7, method="GET", url="https://x.example.com/a.png", mime="image/png")
     entries[20]["startedDateTime"] = "yesterday"  # unreadable: rejected at index 20
     path = tmp_path / "big.har"
     path.write_bytes(har_document(entries))
-    monkeypatch.setattr(ingest_module, "BATCH_BYTES", 3000)  # a few entries per batch
+    monkeypatch.setattr(ingest_plan, "BATCH_BYTES", 3000)  # a few entries per batch
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
     result = run([path], tmp_path / "wh", workers=2)
     fr = result.files[0]

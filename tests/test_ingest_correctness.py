@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import zstandard
 from test_ingest_support import capture_record, har_document, har_entry, line, run, table
 
 from pipeline import ingest as ingest_module
+from pipeline import ingest_plan, ingest_pool, ingest_worker
 from pipeline.warehouse import Warehouse
 
 
@@ -80,10 +82,10 @@ def test_counts_and_line_numbers_hold_across_parallel_chunks(
     plain = capture.read_bytes()
     zst = tmp_path / "big.jsonl.zst"
     zst.write_bytes(zstandard.ZstdCompressor().compress(plain))
-    monkeypatch.setattr(ingest_module, "CHUNK_BYTES", 4000)  # about 3 lines per task
-    monkeypatch.setattr(ingest_module, "BATCH_BYTES", 4000)
+    monkeypatch.setattr(ingest_plan, "CHUNK_BYTES", 4000)  # about 3 lines per task
+    monkeypatch.setattr(ingest_plan, "BATCH_BYTES", 4000)
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
-    assert len(ingest_module.split_ranges(capture, capture.stat().st_size)) > 10
+    assert len(ingest_plan.split_ranges(capture, capture.stat().st_size)) > 10
     for path in (capture, zst):
         wh = tmp_path / f"wh-{path.suffix}"
         result = run([path], wh, workers=2)
@@ -117,12 +119,12 @@ def test_gzip_and_zstd_captures_give_the_same_rows_as_the_plain_file(tmp_path: P
 def test_the_end_of_a_file_is_cut_in_smaller_ranges_so_the_workers_finish_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest_module, "CHUNK_BYTES", 8000)
+    monkeypatch.setattr(ingest_plan, "CHUNK_BYTES", 8000)
     capture = tmp_path / "c.jsonl"
     capture.write_bytes(b"".join(line(capture_record(i)) for i in range(300)))
     data = capture.read_bytes()
     for size in (len(data), 7000):  # many chunks; less than one chunk
-        ranges = ingest_module.split_ranges(capture, size)
+        ranges = ingest_plan.split_ranges(capture, size)
         sizes = [end - start for start, end, _ in ranges]
         assert ranges[0][0] == 0 and ranges[-1][1] == size
         assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
@@ -134,7 +136,7 @@ def test_the_end_of_a_file_is_cut_in_smaller_ranges_so_the_workers_finish_togeth
 def test_digests_become_the_same_hex_strings_whatever_the_batch_sizes() -> None:
     for n in (0, 1, 3, 1000, 20_000, 7, 50_000, 2):  # the shared offsets grow, then get sliced
         digests = bytearray(bytes(range(256)) * (n // 16 + 1))[: 16 * n]
-        column = ingest_module._hex_column(digests, n)
+        column = ingest_worker._hex_column(digests, n)
         column.validate(full=True)
         assert column.to_pylist() == [bytes(digests[16 * i : 16 * i + 16]).hex() for i in range(n)]
 
@@ -150,19 +152,19 @@ def test_decompressed_blocks_reach_workers_as_files_that_are_removed_after(
     gz.write_bytes(gzip.compress(plain))
     spill_root = tmp_path / "tmp"
     spill_root.mkdir()
-    monkeypatch.setattr(ingest_module.tempfile, "tempdir", str(spill_root))
-    monkeypatch.setattr(ingest_module, "BATCH_BYTES", 4000)  # a few lines per block
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    monkeypatch.setattr(ingest_plan, "BATCH_BYTES", 4000)  # a few lines per block
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
     spilled: list[str] = []
-    spill = ingest_module._Pool._spill
+    spill = ingest_pool.WorkerPool._spill
 
-    def counting(self: ingest_module._Pool, task: ingest_module.Task) -> ingest_module.Task:
+    def counting(self: ingest_pool.WorkerPool, task: ingest_plan.Task) -> ingest_plan.Task:
         out = spill(self, task)
         assert out.spill is not None and out.lines is None
         spilled.append(out.spill)
         return out
 
-    monkeypatch.setattr(ingest_module._Pool, "_spill", counting)
+    monkeypatch.setattr(ingest_pool.WorkerPool, "_spill", counting)
     result = run([gz], tmp_path / "wh", workers=2)
     fr = result.files[0]
     assert (fr.records, fr.accepted, fr.rejected) == (n, n, 0)

@@ -14,6 +14,7 @@ import xxhash
 from test_ingest_support import capture_record, line, run, table
 
 from pipeline import ingest as ingest_module
+from pipeline import ingest_plan
 from pipeline.normalise import normalise
 from pipeline.records import Exchange
 from pipeline.sources.capture import iter_line_range
@@ -110,10 +111,10 @@ def test_an_otlp_file_split_across_workers_gives_the_same_rows_as_one_reader(
     )
     gz = tmp_path / "spans.jsonl.gz"
     gz.write_bytes(gzip.compress(plain.read_bytes()))
-    monkeypatch.setattr(ingest_module, "CHUNK_BYTES", 500)  # about a line per task
-    monkeypatch.setattr(ingest_module, "BATCH_BYTES", 500)
+    monkeypatch.setattr(ingest_plan, "CHUNK_BYTES", 500)  # about a line per task
+    monkeypatch.setattr(ingest_plan, "BATCH_BYTES", 500)
     monkeypatch.setattr(ingest_module, "PARALLEL_MIN_BYTES", 0)
-    assert len(ingest_module.split_ranges(plain, plain.stat().st_size)) >= 10
+    assert len(ingest_plan.split_ranges(plain, plain.stat().st_size)) >= 10
     expected_requests = sorted(
         (3 * k + line_no) * 1_000_000 + ordinal
         for k in range(5)

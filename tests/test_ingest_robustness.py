@@ -154,8 +154,9 @@ def test_an_ingest_that_waited_on_a_failed_first_one_still_lands(
 
 _POOL_SCRIPT = """
 import sys, time
-from pipeline.ingest import Options, _Pool
-pool = _Pool(sys.argv[1], Options(workers=2), 2)
+from pipeline.ingest_pool import WorkerPool
+from pipeline.ingest_worker import Options
+pool = WorkerPool(sys.argv[1], Options(workers=2), 2)
 pool.start()
 pool.started.wait()
 print("started", flush=True)

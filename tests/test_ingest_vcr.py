@@ -379,16 +379,16 @@ def test_a_worker_writes_and_forgets_finished_cassettes_once_together_they_pass_
 ) -> None:
     import hashlib
 
-    from pipeline import ingest
+    from pipeline import ingest_plan, ingest_worker
 
-    monkeypatch.setattr(ingest, "FLUSH_REQUESTS", 3)  # the budget: 3 buffered requests
-    worker = ingest.Worker(str(tmp_path / "wh"), ingest.Options(), 0)
+    monkeypatch.setattr(ingest_worker, "FLUSH_REQUESTS", 3)  # the budget: 3 buffered requests
+    worker = ingest_worker.Worker(str(tmp_path / "wh"), ingest_worker.Options(), 0)
     held, parts = [], []
     for n in range(5):
         path = tmp_path / f"c{n}.yaml"
         path.write_text(_one_call_cassette(n))
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        assert worker.run(ingest.Task(str(path), "vcr_cassette", digest)) == (1, 1, 0, 0)
+        assert worker.run(ingest_plan.Task(str(path), "vcr_cassette", digest)) == (1, 1, 0, 0)
         held.append(len(worker.buffers))
         parts.append(len(list((tmp_path / "wh").rglob("requests/**/*.parquet"))))
     # Each cassette alone is far below the budget; the third brings the worker's total to it:

@@ -15,7 +15,7 @@ import pytest
 from test_ingest_support import capture_record, har_document, har_entry, line, run, table
 from test_spark_support import skip_module_without_spark
 
-from pipeline.ingest import CHUNK_BYTES, TAIL_SPLIT
+from pipeline.ingest_plan import CHUNK_BYTES, TAIL_SPLIT
 from pipeline.warehouse import Warehouse
 
 skip_module_without_spark("Spark fallback id tests")

@@ -4,7 +4,7 @@ part per group and day at most between flushes, not one per range."""
 from __future__ import annotations
 
 from pipeline.engines.spark_ingest import _groups
-from pipeline.ingest import Task
+from pipeline.ingest_plan import Task
 
 
 def _tasks(weights: list[int]) -> list[Task]:

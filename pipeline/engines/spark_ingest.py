@@ -1,9 +1,9 @@
-"""Ingest on Spark: the same normaliser (`pipeline.ingest.Worker`), run as Spark tasks, writing
-the same warehouse.
+"""Ingest on Spark: the same normaliser (`pipeline.ingest_worker.Worker`), run as Spark tasks,
+writing the same warehouse.
 
 Two Spark jobs, so the driver never reads capture bytes:
 1. survey: one Spark task per input file detects its format, hashes it and, for an uncompressed
-   capture JSONL, cuts it into line-aligned byte ranges (`pipeline.ingest.split_ranges`);
+   capture JSONL, cuts it into line-aligned byte ranges (`pipeline.ingest_plan.split_ranges`);
 2. normalise: the ranges (or whole files: compressed captures and HAR are single streams, OTLP is
    one document) dealt into two groups per core; one Spark task per group runs a `Worker`, which
    writes the same `<table>/[day=YYYY-MM-DD/]<key>.<generation>-<worker>-<flush>.parquet` parts
@@ -26,21 +26,16 @@ from pipeline import providers
 from pipeline.dedupe import drop_duplicates
 from pipeline.errors import InputError, PipelineError, UsageError
 from pipeline.ingest import (
-    MAX_RECORD_BYTES,
-    FileResult,
     IngestResult,
-    Options,
-    ProgressFn,
-    Task,
-    Worker,
     claim,
-    hash_file,
     record_unrecognised,
-    split_ranges,
     warn_unmatched_rules,
     with_stem,
     write_manifests,
 )
+from pipeline.ingest_plan import MAX_RECORD_BYTES, FileResult, Task, hash_file, split_ranges
+from pipeline.ingest_pool import ProgressFn
+from pipeline.ingest_worker import Options, Worker
 from pipeline.sources import compression_of, detect_format, refuse_streams
 from pipeline.warehouse import Warehouse
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from test_ingest_support import capture_record, line, run
 
-from pipeline.ingest import SCRATCH_PREFIX, remove_stale_scratch
+from pipeline.ingest_pool import SCRATCH_PREFIX, remove_stale_scratch
 
 
 def _dead_pid() -> int:
