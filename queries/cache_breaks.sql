@@ -22,7 +22,16 @@
 --   (e.g. an interrupted stream) or neither the reported nor the expected read is; a cold
 --   start's is 0. A request without prompt segments (an OTel span that carried no content)
 --   cannot be analysed, so it gets no row at all, not a cold start.
-WITH turns AS (
+WITH conversation_rows AS MATERIALIZED (
+    -- read once: the names are joined back onto the breaks at the end, and a second reading of
+    -- a view computed on the fly (no build) would compute it again
+    SELECT
+        request_id, conversation_id, turn, parent_request_id, started_at, agent, provider,
+        model, account, link_method
+    FROM conversations
+),
+
+turns AS (
     SELECT
         -- names are joined back onto the breaks only (final): carried through every step, on
         -- 10M requests they made these tables too large for a build's memory cap
@@ -39,7 +48,7 @@ WITH turns AS (
         e.expected_read_tokens, e.live_tokens_est, e.min_tokens, e.lifetime_s,
         e.default_lifetime_s, e.extended_lifetime_s, e.unit_model, e.granularity_tokens,
         e.cacheable_tokens_est
-    FROM conversations AS c
+    FROM conversation_rows AS c
     JOIN request_prefix AS p USING (request_id)
     JOIN requests AS r USING (request_id)
     JOIN expected_cache AS e USING (request_id)
@@ -407,7 +416,7 @@ final AS (
         END                                                             AS change_class,
         x.excerpt, x.parent_excerpt
     FROM breaks AS b
-    JOIN conversations AS c USING (request_id)
+    JOIN conversation_rows AS c USING (request_id)
     LEFT JOIN excerpts AS x USING (request_id)
 )
 

@@ -40,7 +40,18 @@
 --   models by 64-bit hashes, as the prompt fingerprints already are: strings are read only by
 --   the first and the last step (on 10M requests, string keys made the intermediate tables
 --   too large for a build's memory cap and it spilled).
-WITH base AS (
+-- request_prefix is read once (materialised): without a build it is a view computed on the
+-- fly, and each further reading would compute it again.
+WITH prefix AS MATERIALIZED (
+    SELECT
+        arrival_order, request_id, reuse_request_id, started_at, provider, model, account,
+        cache_scope, history_start, first_assistant, last_assistant, history_hash,
+        before_last_reply_hash, before_first_reply_hash, first_exchange_hash, system_hash,
+        tools_hash, tools_set_hash, writes_cache, shared_segments
+    FROM request_prefix
+),
+
+base AS (
     SELECT
         p.arrival_order, p.started_at,
         -- the cache scope and its provider as one number; without a scope, NULL matches nothing
@@ -60,9 +71,9 @@ WITH base AS (
         coalesce(m.lifetime_s, m.lookback_s, 86400)                     AS link_window_s,
         u.arrival_order                                                 AS reuse_order,
         p.shared_segments
-    FROM request_prefix AS p
+    FROM prefix AS p
     JOIN requests AS r USING (request_id)
-    LEFT JOIN request_prefix AS u ON u.request_id = p.reuse_request_id
+    LEFT JOIN prefix AS u ON u.request_id = p.reuse_request_id
     LEFT JOIN cache_rule_match AS m
       ON m.provider IS NOT DISTINCT FROM r.provider
      AND m.model IS NOT DISTINCT FROM r.model
@@ -370,7 +381,7 @@ named AS (
     SELECT
         p.arrival_order, p.request_id, r.session_id, r.agent, p.account, p.provider, p.model,
         p.started_at
-    FROM request_prefix AS p
+    FROM prefix AS p
     JOIN requests AS r USING (request_id)
 ),
 
