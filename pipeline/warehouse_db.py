@@ -45,7 +45,7 @@ import duckdb
 
 from pipeline import schema
 from pipeline import sql as sqlmod
-from pipeline.prices.library_cache import cache_dir
+from pipeline.user_cache import cache_dir
 from pipeline.warehouse import TABLES, Warehouse
 
 DB_NAME = "cacheaudit.duckdb"

@@ -19,7 +19,8 @@ import pytest
 
 os.environ["TZ"] = "UTC"
 # One cache directory for the run (the price library's rows, the first-file copy of
-# cacheaudit.duckdb), shared by every test and CLI run in it, never the user's ~/.cache.
+# cacheaudit.duckdb, the reports' Vega bundle), shared by every test and CLI run in it, never
+# the user's ~/.cache.
 os.environ["CACHEAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cacheaudit-test-cache-")
 atexit.register(shutil.rmtree, os.environ["CACHEAUDIT_CACHE_DIR"], ignore_errors=True)
 

@@ -3,7 +3,7 @@
 The file holds the rows `library.rows()` built, as JSON, named by a digest of the installed
 genai-prices version and of the code that converts it (library.py, rows.py, validate.py): a new
 release or a changed converter names another file, so a stale file is never read. It lives in
-`$CACHEAUDIT_CACHE_DIR`, else `$XDG_CACHE_HOME/cacheaudit`, else `~/.cache/cacheaudit`. The
+the user's cache directory (pipeline/user_cache.py). The
 cache only saves time: a file that cannot be written or read is rebuilt and nothing fails.
 """
 
@@ -19,16 +19,10 @@ from typing import Any
 import orjson
 
 from pipeline.prices.rows import Condition, Place, PriceRow, parse_condition
+from pipeline.user_cache import cache_dir
 
 _CODE = ("library.py", "rows.py", "validate.py", "library_cache.py")
 FORMAT = "1"
-
-
-def cache_dir() -> Path:
-    if explicit := os.environ.get("CACHEAUDIT_CACHE_DIR"):
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "cacheaudit"
 
 
 def path_for(release: str) -> Path:

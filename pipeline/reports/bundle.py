@@ -1,7 +1,8 @@
 """The Vega, Vega-Lite and vega-embed JavaScript, inlined so a report makes no network request.
 
 vl-convert ships the libraries and bundles them on request (a few seconds), so the bundle is
-cached on disk per vl-convert and Vega-Lite version, under $CACHEAUDIT_CACHE or ~/.cache.
+cached on disk per vl-convert and Vega-Lite version, in the user's cache directory
+(pipeline/user_cache.py).
 """
 
 from __future__ import annotations
@@ -9,24 +10,17 @@ from __future__ import annotations
 import os
 from functools import cache
 from importlib.metadata import version
-from pathlib import Path
 
 import altair as alt
 import vl_convert as vlc
 
 from pipeline.errors import DataError
+from pipeline.user_cache import cache_dir
 
 
 def vega_lite_version() -> str:
     """The Vega-Lite major.minor Altair writes specs for (e.g. "6.4")."""
     return ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-
-
-def _cache_dir() -> Path:
-    if explicit := os.environ.get("CACHEAUDIT_CACHE"):
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "cacheaudit"
 
 
 # The snippet vl-convert bundles: expose the libraries as globals for the page's own script.
@@ -45,7 +39,7 @@ def _make_bundle(vl_version: str) -> str:
 def javascript() -> str:
     vl_version = vega_lite_version()
     name = f"vega-bundle-vlc{version('vl-convert-python')}-vl{vl_version}.js"
-    path = _cache_dir() / name
+    path = cache_dir() / name
     try:
         return path.read_text(encoding="utf-8")
     except OSError:
