@@ -130,9 +130,35 @@ def _quoted(name: str) -> str:
     return f'"{name}"'
 
 
-def same_columns(files: list[Path]) -> bool:
-    """Whether every Parquet part has the same columns, by name and type in order (a footer
-    read per part, ~0.1 ms each)."""
+# from this many Parquet parts on, their footers are read by DuckDB (see same_columns)
+MANY_PARTS = 32
+
+
+def same_columns(files: list[Path], con: duckdb.DuckDBPyConnection | None = None) -> bool:
+    """Whether every Parquet part has the same columns, by name and type in order. Every part's
+    footer is read, by DuckDB in one query on `con` (a new connection costs 0.03 s, so only
+    many parts get one): one pyarrow read per part took 0.3 ms, 0.16 s per command on a
+    warehouse of 500 hourly sources; DuckDB reads them in 0.09 s."""
+    if con is None and len(files) < MANY_PARTS:
+        return _footer_columns(files)
+    reader = con or duckdb.connect()
+    try:
+        ((kinds,),) = reader.execute(
+            "SELECT count(DISTINCT columns) FROM (SELECT string_agg(name || ' '"
+            " || coalesce(duckdb_type, type, '') || ' ' || coalesce(repetition_type, ''), ','"
+            " ORDER BY column_id) AS columns FROM parquet_schema($files) GROUP BY file_name)",
+            {"files": [str(f) for f in files]},
+        ).fetchall()
+    except duckdb.Error:
+        return _footer_columns(files)  # says which part is unreadable
+    finally:
+        if con is None:
+            reader.close()
+    return int(kinds) <= 1
+
+
+def _footer_columns(files: list[Path]) -> bool:
+    """`same_columns`, a footer read at a time: names the part that cannot be read."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -152,7 +178,9 @@ def same_columns(files: list[Path]) -> bool:
     return True
 
 
-def read_options(spec: schema.TableSchema, files: list[Path]) -> str:
+def read_options(
+    spec: schema.TableSchema, files: list[Path], con: duckdb.DuckDBPyConnection | None = None
+) -> str:
     """The read_parquet options of a table's parts. `union_by_name` only where the parts'
     columns differ (a warehouse that older versions wrote to, a part from the Spark engine):
     with it DuckDB reads every part's footer each time a view over them is bound, and a query
@@ -160,7 +188,7 @@ def read_options(spec: schema.TableSchema, files: list[Path]) -> str:
     directory of test cassettes, 360 parts) that made writing cacheaudit.duckdb 7x slower and
     4x larger in memory."""
     options = "hive_partitioning = true"
-    if not same_columns(files):
+    if not same_columns(files, con):
         options += ", union_by_name = true"
     if spec.partition_by is not None:
         options += f", hive_types = {{{_quoted(spec.partition_by)}: DATE}}"
@@ -171,7 +199,7 @@ def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path])
     spec = schema.load(table)
     view = f"raw_{table}"
     if files:
-        options = read_options(spec, files)
+        options = read_options(spec, files, con)
         rel = con.sql(
             f"SELECT * FROM read_parquet($files, {options})",
             params={"files": [str(f) for f in files]},

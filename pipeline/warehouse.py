@@ -51,6 +51,8 @@ TABLES = ("requests", "segments", "segment_content", "rejects", "sources")
 # (a query, a report) that listed them before the switch reads them later, when DuckDB opens
 # them. The first ingest after this removes them.
 REPLACED_GRACE_S = 600.0
+# from this many sources on, their manifests are read by DuckDB in one call (`_manifest_rows`)
+MANY_MANIFESTS = 32
 LOCK_NAME = ".ingest.lock"  # held by an ingest (exclusive) or a build (shared)
 # Parquet encoding per column: a dictionary only where values repeat (a dictionary attempted on
 # unique hashes is wasted work), min/max statistics only where readers filter. Together they cut
@@ -329,14 +331,45 @@ class Warehouse:
         """Source hash -> (stem, manifest row) of every live source. A capture that grew is
         under the key of its first ingest, so a source is found by its hash, not its key: read
         once per ingest (under its lock, nothing else changes the manifest meanwhile)."""
+        rows_of = self._manifest_rows(sorted(self.live_stems()))
         index: dict[str, tuple[str, dict[str, Any]]] = {}
-        for stem in sorted(self.live_stems()):
+        for stem in sorted(rows_of):
+            index.update((str(row["source_hash"]), (stem, row)) for row in rows_of[stem])
+        return index
+
+    def _manifest_rows(self, stems: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The manifest rows of `stems`, read by DuckDB in one call: one pyarrow read per file
+        took 0.9 ms, so an hourly ingest into a warehouse of 500 sources spent 0.45 s here and
+        grew by as much with every 500 more (DuckDB: 0.1 s for 500). Columns a manifest of an
+        older version lacks read as NULL."""
+        import duckdb
+
+        paths = {str(self.root / "sources" / f"{stem}.parquet"): stem for stem in stems}
+        if len(paths) < MANY_MANIFESTS:  # a DuckDB connection costs more than reading these
+            return self._manifest_rows_one_by_one(paths)
+        con = duckdb.connect()
+        try:
+            table = con.sql(
+                "SELECT * FROM read_parquet($files, union_by_name = true, filename = true)",
+                params={"files": list(paths)},
+            ).to_arrow_table()
+        except duckdb.Error:
+            return self._manifest_rows_one_by_one(paths)  # one superseded meanwhile (a reader)
+        finally:
+            con.close()
+        rows_of: dict[str, list[dict[str, Any]]] = {}
+        for row in table.to_pylist():
+            rows_of.setdefault(paths[row.pop("filename")], []).append(row)
+        return rows_of
+
+    def _manifest_rows_one_by_one(self, paths: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+        rows_of = {}
+        for path, stem in paths.items():
             try:
-                rows = pq.read_table(self.root / "sources" / f"{stem}.parquet").to_pylist()
+                rows_of[stem] = pq.ParquetFile(path).read().to_pylist()
             except FileNotFoundError:
                 continue  # superseded meanwhile (a reader; an ingest holds the lock)
-            index.update((str(row["source_hash"]), (stem, row)) for row in rows)
-        return index
+        return rows_of
 
     def _replaced_long_ago(self, stems: set[str], done: set[str]) -> list[str]:
         """Replaced generations whose replacement landed over REPLACED_GRACE_S ago (by its

@@ -5,14 +5,18 @@ re-reads every part's footer each time a view over them is bound."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import run_cli
 from test_ingest_vcr import _one_call_cassette
 
 from pipeline import schema, warehouse_db
+from pipeline.errors import WarehouseError
 from pipeline.sql import read_options, same_columns
 from pipeline.warehouse import Warehouse
 
@@ -30,6 +34,7 @@ def test_parts_that_agree_are_read_without_union_by_name(tmp_path: Path) -> None
     wh = _ingest_two(tmp_path)
     parts = sorted((wh / "requests").rglob("*.parquet"))
     assert len(parts) == 2 and same_columns(parts)
+    assert same_columns(parts, duckdb.connect())  # the footers read by DuckDB, as commands do
     assert "union_by_name" not in read_options(schema.load("requests"), parts)
 
 
@@ -40,6 +45,7 @@ def test_a_part_without_a_newer_column_reads_it_as_null_beside_one_with_it(tmp_p
     pq.write_table(table.drop_columns(["simulated", "reported_cost"]), old)  # an older writer
     parts = [old, new]
     assert not same_columns(parts)
+    assert not same_columns(parts, duckdb.connect())
     assert "union_by_name = true" in read_options(schema.load("requests"), parts)
     sql = (
         "select input_tokens, simulated, reported_cost is null as no_cost from requests"
@@ -58,3 +64,22 @@ def test_a_part_without_a_newer_column_reads_it_as_null_beside_one_with_it(tmp_p
     warehouse_db.write(Warehouse(wh))
     with duckdb.connect(str(wh / "cacheaudit.duckdb"), read_only=True) as con:
         assert con.sql("select count(*), count(simulated) from raw_requests").fetchall() == [(2, 1)]
+
+
+def test_a_part_whose_column_changed_type_is_told_apart_by_either_reader(tmp_path: Path) -> None:
+    wh = _ingest_two(tmp_path)
+    old, new = sorted((wh / "requests").rglob("*.parquet"))
+    table = pq.read_table(old)
+    i = table.schema.get_field_index("input_tokens")
+    pq.write_table(table.set_column(i, "input_tokens", table[i].cast(pa.float64())), old)
+    assert not same_columns([old, new])
+    assert not same_columns([old, new], duckdb.connect())
+
+
+def test_an_unreadable_part_is_named_whichever_reader_looks(tmp_path: Path) -> None:
+    wh = _ingest_two(tmp_path)
+    old, new = sorted((wh / "requests").rglob("*.parquet"))
+    old.write_bytes(b"not parquet")
+    for con in (None, duckdb.connect()):
+        with pytest.raises(WarehouseError, match=re.escape(str(old))):
+            same_columns([old, new], con)

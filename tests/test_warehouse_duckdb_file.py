@@ -234,3 +234,37 @@ def test_an_unreadable_kept_file_is_written_again_from_scratch(
     assert _reader(wh_path / "cacheaudit.duckdb", tmp_path / "elsewhere") == _cacheaudit(wh_path)
     with duckdb.connect(str(kept), read_only=True) as con:  # a readable copy again
         assert con.execute(f"SELECT count(*) FROM {warehouse_db.META}").fetchall() == [(1,)]
+
+
+def _view_sql(db: Path, name: str) -> str:
+    with duckdb.connect(str(db), read_only=True) as con:
+        [(text,)] = con.execute(
+            "SELECT sql FROM duckdb_views() WHERE view_name = $name", {"name": name}
+        ).fetchall()
+    return str(text)
+
+
+def test_stored_views_follow_every_ingest_and_build_though_unchanged_ones_are_kept(
+    tmp_path: Path,
+) -> None:
+    # An update replaces a stored view only when its body changes (a build stored it, or an
+    # ingest made it stale): each step below changes it or must leave it as it was.
+    wh = tmp_path / "warehouse"
+    db = wh / "cacheaudit.duckdb"
+    stored = str((wh / "derived" / "cache_breaks.parquet").resolve())
+    first, *rest = sorted(str(p) for p in FIXTURES.glob("*.jsonl"))
+    assert rest
+    ingest = ["ingest", "--workers", "1"]
+    steps = [
+        ([*ingest, first], False),
+        (["build"], True),
+        ([*ingest, rest[0]], False),  # the stored rows are stale: the query again
+        ([*ingest, *rest[1:]], False),
+        (["build"], True),
+        (["build"], True),  # nothing changed: the same stored rows
+    ]
+    for command, reads_stored in steps:
+        done = run_cli(*command, "--warehouse", str(wh))
+        assert done.returncode == 0, done.stderr
+        assert (stored in _view_sql(db, "cache_breaks")) is reads_stored, command
+        assert _reader(db, tmp_path / "elsewhere") == _cacheaudit(wh), command
