@@ -44,7 +44,8 @@ class TableSchema:
     columns: tuple[Column, ...]
 
     def arrow(self, *, with_partition: bool = False) -> pa.Schema:
-        """Arrow schema of the Parquet files (the partition column lives in the path)."""
+        """Arrow schema of a table's rows without the partition column (its folder names it;
+        `Warehouse.with_day` adds it to each part as written), or with it."""
         return pa.schema(
             [
                 pa.field(c.name, _ARROW[c.type])

@@ -78,6 +78,18 @@ STATISTICS_COLUMNS = frozenset(
 UNKNOWN_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
+def with_day(spec: schema.TableSchema, table: pa.Table, day: date | None) -> pa.Table:
+    """`table` (one day's rows, without the partition column) with the day as a column in its
+    schema place. The day is also the part's folder, but a reader that takes it from there
+    (DuckDB's hive partitioning) pays for it each time a view over the parts is bound: 12 ms
+    per reference over 1,100 parts against 3.5 ms reading it from the files, and a report binds
+    the raw views hundreds of times. Parquet stores the constant column in a few bytes."""
+    assert spec.partition_by is not None
+    index = spec.names.index(spec.partition_by)
+    column = pa.repeat(pa.scalar(day, pa.date32()), table.num_rows)
+    return table.add_column(index, pa.field(spec.partition_by, pa.date32()), column)
+
+
 def partition_dir(column: str, day: date | None) -> str:
     """`day=YYYY-MM-DD`, or `day=__HIVE_DEFAULT_PARTITION__` for an unknown day."""
     return f"{column}={day.isoformat() if day is not None else UNKNOWN_PARTITION}"
@@ -290,7 +302,7 @@ class Warehouse:
                 mask = pc.is_null(table[day_col])
             else:
                 mask = pc.equal(table[day_col], pa.scalar(day, pa.date32()))
-            sub = table.filter(mask).drop_columns([day_col])
+            sub = table.filter(mask)  # the day stays in the part too (`with_day`)
             out = self.root / name / partition_dir(day_col, day) / f"{key}-{part}.parquet"
             self._write_atomic(sub, out)
         return int(table.num_rows)
@@ -313,7 +325,7 @@ class Warehouse:
         spec = schema.load(name)
         assert spec.partition_by is not None
         out = self.root / name / partition_dir(spec.partition_by, day) / f"{key}-{part}.parquet"
-        self._write_atomic(table, out)
+        self._write_atomic(with_day(spec, table, day), out)
         return int(table.num_rows)
 
     def write_manifest(self, row: dict[str, Any], stem: str | None = None) -> None:

@@ -83,3 +83,26 @@ def test_an_unreadable_part_is_named_whichever_reader_looks(tmp_path: Path) -> N
     for con in (None, duckdb.connect()):
         with pytest.raises(WarehouseError, match=re.escape(str(old))):
             same_columns([old, new], con)
+
+
+def test_parts_hold_their_day_and_are_read_without_hive_partitioning(tmp_path: Path) -> None:
+    wh = _ingest_two(tmp_path)
+    parts = sorted((wh / "requests").rglob("*.parquet"))
+    for part in parts:
+        [(day,)] = {(v,) for v in pq.read_table(part, columns=["day"])[0].to_pylist()}
+        assert part.parent.name == f"day={day.isoformat()}"
+    assert read_options(schema.load("requests"), parts) == "hive_partitioning = false"
+
+
+def test_a_part_written_before_the_day_was_stored_takes_it_from_its_folder(
+    tmp_path: Path,
+) -> None:
+    wh = _ingest_two(tmp_path)
+    old, new = sorted((wh / "requests").rglob("*.parquet"))
+    pq.write_table(pq.read_table(old).drop_columns(["day"]), old)  # as older versions wrote
+    assert "hive_partitioning = true" in read_options(schema.load("requests"), [old, new])
+    sql = "select day::VARCHAR as day, count(*) as n from requests group by all order by day"
+    got = run_cli("sql", "-w", str(wh), "--format", "json", sql)
+    assert got.returncode == 0, got.stderr
+    folders = sorted({p.parent.name.removeprefix("day=") for p in (old, new)})
+    assert [r["day"] for r in json.loads(got.stdout)] == folders
