@@ -77,9 +77,14 @@ OURS = "cause <> 'provider_miss'"
 def summary_lines(con: duckdb.DuckDBPyConnection, top: int = 3) -> list[str]:
     """The money lost to prompt changes per currency, then the costliest findings, one a line."""
     lines: list[str] = []
+    # Read once: without a current build, findings is computed on the fly, and each query of
+    # it computed the breaks again (19k requests: 7 s each)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE findings_ours AS SELECT * FROM findings WHERE {OURS}"
+    )
     totals = con.execute(
-        "SELECT currency, sum(lost_cost), sum(lost_cost_unknown) FROM findings"
-        f" WHERE {OURS} GROUP BY currency ORDER BY currency NULLS LAST"
+        "SELECT currency, sum(lost_cost), sum(lost_cost_unknown) FROM findings_ours"
+        " GROUP BY currency ORDER BY currency NULLS LAST"
     ).fetchall()
     for currency, money, unknown in totals:
         if currency is None:
@@ -91,8 +96,8 @@ def summary_lines(con: duckdb.DuckDBPyConnection, top: int = 3) -> list[str]:
             continue
         lines.append(f"lost to prompt changes ({currency}): {money:.4f}  (cache breaks, priced)")
     rows = con.execute(
-        "SELECT scope, cause, change_class, turns, currency, lost_cost, fix FROM findings"
-        f" WHERE lost_cost > 0 AND {OURS} ORDER BY lost_cost DESC LIMIT $top",
+        "SELECT scope, cause, change_class, turns, currency, lost_cost, fix FROM findings_ours"
+        " WHERE lost_cost > 0 ORDER BY lost_cost DESC LIMIT $top",
         {"top": top},
     ).fetchall()
     for scope, cause, klass, turns, currency, money, fix in rows:
