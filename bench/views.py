@@ -184,14 +184,14 @@ def make_warehouse(
             )
             SELECT {_select_for("requests", req_cols)} FROM joined
         ) TO '{root / "requests"}' (FORMAT parquet, PARTITION_BY (day), COMPRESSION zstd,
-            OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{key}-{{i}}')
+            WRITE_PARTITION_COLUMNS true, OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{key}-{{i}}')
         """
     )
     seg_cols = {n: n for n in schema.load("segments").names}
     con.execute(
         f"""COPY (SELECT {_select_for("segments", seg_cols)} FROM seg)
         TO '{root / "segments"}' (FORMAT parquet, PARTITION_BY (day), COMPRESSION zstd,
-            OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{key}-{{i}}')"""
+            WRITE_PARTITION_COLUMNS true, OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{key}-{{i}}')"""
     )
     content_cols = {
         "segment_hash": "segment_hash",
