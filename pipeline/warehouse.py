@@ -354,11 +354,11 @@ class Warehouse:
         took 0.9 ms, so an hourly ingest into a warehouse of 500 sources spent 0.45 s here and
         grew by as much with every 500 more (DuckDB: 0.1 s for 500). Columns a manifest of an
         older version lacks read as NULL."""
-        import duckdb
-
         paths = {str(self.root / "sources" / f"{stem}.parquet"): stem for stem in stems}
         if len(paths) < MANY_MANIFESTS:  # a DuckDB connection costs more than reading these
             return self._manifest_rows_one_by_one(paths)
+        import duckdb
+
         con = duckdb.connect()
         try:
             table = con.sql(
