@@ -34,6 +34,10 @@ def _cli_with_ctrl_c_held() -> Callable[[], None]:
     this is the only thread (a thread started before would still take the signal). DuckDB is
     imported here too, though the CLI imports it later, when threads may run: nearly every
     command needs it, and `--help` pays its ~0.06 s."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        from pipeline.cli import main
+
+        return main
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         import duckdb  # noqa: F401

@@ -154,9 +154,9 @@ def part_columns(
         ((kinds, names),) = reader.execute(
             "SELECT count(DISTINCT columns), any_value(names) FROM (SELECT string_agg(name"
             " || ' ' || coalesce(duckdb_type, type, '') || ' ' || coalesce(repetition_type, ''),"
-            " ',' ORDER BY column_id) AS columns,"
-            " list(name ORDER BY column_id) FILTER (WHERE column_id > 0) AS names"
-            " FROM parquet_schema($files) GROUP BY file_name)",
+            " ',' ORDER BY column_id) AS columns, list(name ORDER BY column_id) AS names"
+            # not the root element: each writer names it its own way (schema, spark_schema)
+            " FROM parquet_schema($files) WHERE column_id > 0 GROUP BY file_name)",
             {"files": [str(f) for f in files]},
         ).fetchall()
     except duckdb.Error:

@@ -59,7 +59,7 @@ LOCK_NAME = ".ingest.lock"  # held by an ingest (exclusive) or a build (shared)
 # write time by a fifth and make files smaller; the values read back are the same.
 DICTIONARY_COLUMNS = frozenset(
     {
-        "request_id", "kind", "role", "provider", "api", "host", "path", "model",
+        "request_id", "day", "kind", "role", "provider", "api", "host", "path", "model",
         "requested_model", "account", "session_id", "agent", "tags", "stream", "status_code",
         "outcome", "usage_status", "usage_semantics", "finish_reason", "error_type", "source",
         "format", "cacheaudit_version", "cache_ttls",
@@ -67,7 +67,7 @@ DICTIONARY_COLUMNS = frozenset(
 )  # fmt: skip
 STATISTICS_COLUMNS = frozenset(
     {
-        "request_id", "started_at", "provider", "api", "model", "account", "session_id",
+        "request_id", "started_at", "day", "provider", "api", "model", "account", "session_id",
         "source", "source_index", "position", "ingested_at",
     }
 )  # fmt: skip
@@ -360,6 +360,7 @@ class Warehouse:
         import duckdb
 
         con = duckdb.connect()
+        con.execute("SET TimeZone = 'UTC'")  # ingested_at as written, not in the local zone
         try:
             table = con.sql(
                 "SELECT * FROM read_parquet($files, union_by_name = true, filename = true)",

@@ -120,6 +120,9 @@ def _data_tables(con: duckdb.DuckDBPyConnection, options: sqlmod.SqlOptions) -> 
 
 
 META = "cacheaudit_meta"
+# What a file holds besides its views, in the static stamp: a file written by code that did not
+# record the stored views' bodies (BODIES) would be updated as if its views were current
+FILE_FORMAT = "bodies-1"
 # the body each stored view (sql.MATERIALISED) was created with, to replace only those changed
 BODIES = "cacheaudit_view_bodies"
 
@@ -130,7 +133,9 @@ def static_stamp(options: sqlmod.SqlOptions, queries: dict[str, sqlmod.Query]) -
     from pipeline import __version__
     from pipeline.prices import library
 
-    digest = hashlib.sha256(f"cacheaudit-db {__version__} {sqlmod.STAMP_VERSION}\n".encode())
+    digest = hashlib.sha256(
+        f"cacheaudit-db {__version__} {sqlmod.STAMP_VERSION} {FILE_FORMAT}\n".encode()
+    )
     digest.update(f"library {library.version()}\n".encode())
     for name in sorted(queries):
         digest.update(f"query {name}\n".encode())
@@ -254,9 +259,9 @@ def _updated_copy(
     options: sqlmod.SqlOptions,
 ) -> bool:
     """Copy `source` to `tmp` and, when it was written with `stamp`, update it for `wh`; False,
-    leaving nothing at `tmp`, when it was not or that fails (no file, an older one, one a
-    client holds for writing). The stamp is read from the copy: opening the source read-only
-    first cost another 0.03 s per ingest."""
+    leaving nothing at `tmp`, when it was not or that fails (no file, an older one). The stamp
+    is read from the copy: opening the source read-only first cost another 0.03 s per ingest.
+    A file a client holds for writing is copied as of its last checkpoint (its WAL is not)."""
     updated = False
     try:
         shutil.copyfile(source, tmp)

@@ -16,9 +16,21 @@ from conftest import run_cli
 from test_ingest_vcr import _one_call_cassette
 
 from pipeline import schema, warehouse_db
+from pipeline import sql as sqlmod
 from pipeline.errors import WarehouseError
 from pipeline.sql import read_options, same_columns
 from pipeline.warehouse import Warehouse
+
+
+def _duckdb_only(monkeypatch: pytest.MonkeyPatch) -> duckdb.DuckDBPyConnection:
+    """A connection for `same_columns`, with the footer-at-a-time fallback disabled: the
+    DuckDB query itself must answer."""
+
+    def fail(_files: list[Path]) -> None:
+        raise AssertionError("the DuckDB read of the footers failed")
+
+    monkeypatch.setattr(sqlmod, "_footer_columns", fail)
+    return duckdb.connect()
 
 
 def _ingest_two(tmp_path: Path) -> Path:
@@ -30,23 +42,29 @@ def _ingest_two(tmp_path: Path) -> Path:
     return wh
 
 
-def test_parts_that_agree_are_read_without_union_by_name(tmp_path: Path) -> None:
+def test_parts_that_agree_are_read_without_union_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wh = _ingest_two(tmp_path)
     parts = sorted((wh / "requests").rglob("*.parquet"))
     assert len(parts) == 2 and same_columns(parts)
-    assert same_columns(parts, duckdb.connect())  # the footers read by DuckDB, as commands do
     assert "union_by_name" not in read_options(schema.load("requests"), parts)
+    # the footers read by DuckDB, as commands do
+    assert same_columns(parts, _duckdb_only(monkeypatch))
 
 
-def test_a_part_without_a_newer_column_reads_it_as_null_beside_one_with_it(tmp_path: Path) -> None:
+def test_a_part_without_a_newer_column_reads_it_as_null_beside_one_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wh = _ingest_two(tmp_path)
     old, new = sorted((wh / "requests").rglob("*.parquet"))
     table = pq.read_table(old)
     pq.write_table(table.drop_columns(["simulated", "reported_cost"]), old)  # an older writer
     parts = [old, new]
     assert not same_columns(parts)
-    assert not same_columns(parts, duckdb.connect())
     assert "union_by_name = true" in read_options(schema.load("requests"), parts)
+    with monkeypatch.context() as patch:
+        assert not same_columns(parts, _duckdb_only(patch))
     sql = (
         "select input_tokens, simulated, reported_cost is null as no_cost from requests"
         " order by input_tokens"
@@ -66,14 +84,16 @@ def test_a_part_without_a_newer_column_reads_it_as_null_beside_one_with_it(tmp_p
         assert con.sql("select count(*), count(simulated) from raw_requests").fetchall() == [(2, 1)]
 
 
-def test_a_part_whose_column_changed_type_is_told_apart_by_either_reader(tmp_path: Path) -> None:
+def test_a_part_whose_column_changed_type_is_told_apart_by_either_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     wh = _ingest_two(tmp_path)
     old, new = sorted((wh / "requests").rglob("*.parquet"))
     table = pq.read_table(old)
     i = table.schema.get_field_index("input_tokens")
     pq.write_table(table.set_column(i, "input_tokens", table[i].cast(pa.float64())), old)
     assert not same_columns([old, new])
-    assert not same_columns([old, new], duckdb.connect())
+    assert not same_columns([old, new], _duckdb_only(monkeypatch))
 
 
 def test_an_unreadable_part_is_named_whichever_reader_looks(tmp_path: Path) -> None:

@@ -22,6 +22,15 @@ def _ingest_each(wh: Path) -> list[str]:
     return files
 
 
+def _without_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-by-one read is the fallback when DuckDB fails: here it must not be needed."""
+
+    def fail(*_args: object) -> None:
+        raise AssertionError("the DuckDB read of the manifests failed")
+
+    monkeypatch.setattr(Warehouse, "_manifest_rows_one_by_one", fail)
+
+
 def test_many_manifests_read_at_once_equal_the_files_read_one_by_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -29,6 +38,7 @@ def test_many_manifests_read_at_once_equal_the_files_read_one_by_one(
     wh = Warehouse(tmp_path / "wh")
     one_by_one = wh.manifest_index()
     monkeypatch.setattr(warehouse_module, "MANY_MANIFESTS", 2)
+    _without_fallback(monkeypatch)
     at_once = wh.manifest_index()
     assert len(at_once) == len(files) > 2
     assert at_once == one_by_one
@@ -41,5 +51,6 @@ def test_a_file_ingested_again_is_recognised_when_many_manifests_are_read_at_onc
     wh = tmp_path / "wh"
     files = _ingest_each(wh)
     monkeypatch.setattr(warehouse_module, "MANY_MANIFESTS", 2)
+    _without_fallback(monkeypatch)
     result = ingest.ingest([Path(files[0])], Warehouse(wh), workers=1)
     assert [fr.status for fr in result.files] == ["unchanged"]
