@@ -55,6 +55,9 @@ def test_a_ctrl_c_during_the_imports_is_one_line_and_exit_130() -> None:
     code = textwrap.dedent(
         """
         import os, signal, sys
+        # as in a terminal: a job started in the background (`make test &`) inherits SIGINT
+        # ignored, and an ignored signal is dropped, not held
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         real = signal.pthread_sigmask
 
         def mask_then_interrupt(how, sigs):
