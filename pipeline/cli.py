@@ -271,13 +271,15 @@ def sql(
     A mistake in the statement (a misspelt column, a date such as '2026-13-01') prints
     DuckDB's message and exits 1.
     """
-    from pipeline import output
+    from pipeline import build_first, output
     from pipeline import sql as sqlmod
 
     output.check(fmt, out)
-    _con, rel = sqlmod.run_user_sql(
-        existing_warehouse(warehouse), query, options=sql_options(prices, rules)
-    )
+    wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
+    named = sqlmod.views_named_in(query)
+    if named:  # a statement on the stored views' inputs only, or the catalog, builds nothing
+        build_first.store_stale_views(wh, named, options, say=err)
+    _con, rel = sqlmod.run_user_sql(wh, query, options=options)
     with sqlmod.statement_errors():  # DuckDB runs the statement as the rows are read
         rows = output.emit(rel, fmt, out)
     if out is not None:

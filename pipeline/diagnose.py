@@ -9,14 +9,12 @@ only reads `derived/`.
 from __future__ import annotations
 
 import csv
-import errno
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline import sql
+from pipeline import build_first, sql
 from pipeline.errors import InputError, NotFoundError, UsageError
 from pipeline.warehouse import Warehouse
 
@@ -84,17 +82,6 @@ class Turn:
     fix: str | None = None
 
 
-_CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC})
-
-
-def build_views(
-    wh: Warehouse, options: sql.SqlOptions | None = None, *, force: bool = False
-) -> list[str]:
-    """Build (or reuse) the materialised prefix views; returns the names rebuilt."""
-    results = sql.build(wh, options=options, names=TIMELINE_VIEWS, force=force)
-    return [r.name for r in results if r.rebuilt]
-
-
 def timeline(
     wh: Warehouse,
     *,
@@ -107,17 +94,7 @@ def timeline(
     `worst` conversations by tokens lost to cache breaks."""
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
-    try:
-        build_views(wh, options)
-    except OSError as exc:
-        if exc.errno not in _CANNOT_WRITE:
-            raise
-        # a read-only mount, or a full disk: the views are computed in memory instead (slower)
-        print(
-            f"warning: cannot store the prefix views in {wh.root} ({exc.strerror});"
-            " computing them in memory",
-            file=sys.stderr,
-        )
+    build_first.store_stale_views(wh, TIMELINE_VIEWS, options)
     con = sql.connect(wh, options=options, only=TIMELINE_VIEWS)
     chosen = list(conversations)
     wanted_requests = list(requests)

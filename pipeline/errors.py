@@ -61,6 +61,10 @@ class WarehouseError(PipelineError):
     exit_code = ExitCode.DATA
 
 
+class WarehouseBusy(WarehouseError):
+    """Another process holds the warehouse lock, and the caller asked not to wait for it."""
+
+
 class LimitExceeded(PipelineError):
     """`cacheaudit check`: the findings broke a limit (not a malfunction: the gate did its job)."""
 

@@ -529,6 +529,7 @@ def build(
     force: bool = False,
     group_segments: int | None = None,
     progress: Callable[[str], None] | None = None,
+    wait: bool = True,
 ) -> list[BuildResult]:
     """Write each materialised view (and those it reads) whose stamp is stale.
 
@@ -538,7 +539,8 @@ def build(
 
     Holds the warehouse lock shared: an ingest landing while the views are computed would
     otherwise have its manifest in the stamp of rows read before it. A build waits
-    for a running ingest, and an ingest for a running build."""
+    for a running ingest, and an ingest for a running build; without `wait`, a running ingest
+    raises WarehouseBusy instead."""
     options = options or SqlOptions()
     queries = load_queries()
     targets = needed(names if names is not None else MATERIALISED, queries)
@@ -553,7 +555,7 @@ def build(
     def waiting() -> None:
         print(f"waiting for the ingest into {wh.root} to finish", file=sys.stderr)
 
-    with wh.lock(shared=True, on_wait=waiting):
+    with wh.lock(shared=True, on_wait=waiting, wait=wait):
         per_group = group_segments or prefix_groups.GROUP_SEGMENTS
         return _build_locked(wh, options, order, targets, force, per_group, progress)
 

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from pipeline import schema
-from pipeline.errors import WarehouseError
+from pipeline.errors import WarehouseBusy, WarehouseError
 
 TABLES = ("requests", "segments", "segment_content", "rejects", "sources")
 # How long the files of a replaced generation stay after their replacement lands: a reader
@@ -201,17 +201,24 @@ class Warehouse:
 
     @contextmanager
     def lock(
-        self, *, shared: bool = False, on_wait: Callable[[], None] | None = None
+        self,
+        *,
+        shared: bool = False,
+        on_wait: Callable[[], None] | None = None,
+        wait: bool = True,
     ) -> Iterator[None]:
         """Exclusive lock for the duration of an ingest (a second ingest waits). `shared`: for
         a reader that must see no ingest land while it works (`cacheaudit build`); several may
-        hold it at once, never beside an ingest. `on_wait` runs once if the lock is busy."""
+        hold it at once, never beside an ingest. `on_wait` runs once if the lock is busy;
+        without `wait`, a busy lock raises WarehouseBusy instead."""
         self.ensure()
         with (self.root / LOCK_NAME).open("a") as fh:
             mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
             try:
                 fcntl.flock(fh.fileno(), mode | fcntl.LOCK_NB)
             except BlockingIOError:
+                if not wait:
+                    raise WarehouseBusy(f"an ingest into {self.root} is running") from None
                 if on_wait is not None:
                     on_wait()
                 fcntl.flock(fh.fileno(), mode)

@@ -15,6 +15,7 @@ from pipeline.commands.options import (
     PricesOpt,
     RulesOpt,
     WarehouseOpt,
+    err,
     existing_warehouse,
     sql_options,
 )
@@ -55,19 +56,17 @@ def findings(
 
     $ cacheaudit findings --since 2026-11-01 --agent research-agent --format csv
     """
+    from pipeline import build_first, output
     from pipeline import findings as lib
-    from pipeline import output
     from pipeline import sql as sqlmod
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="one of table, csv, json")
-    wh = existing_warehouse(warehouse)
-    con = sqlmod.connect(
-        wh,
-        options=sql_options(prices, rules),
-        only=["findings"],
-        period=lib.period_of(wh, since, until),
-    )
+    wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
+    period = lib.period_of(wh, since, until)
+    if period is None:  # the whole history (a period read builds nothing)
+        build_first.store_stale_views(wh, ["findings"], options, say=err)
+    con = sqlmod.connect(wh, options=options, only=["findings"], period=period)
     rel = lib.select(con, since=since, until=until, agent=agent)
     if fmt == "table":
         written = _table(rel.select(*lib.TOP_COLUMNS))
@@ -135,6 +134,7 @@ def check(
 
     $ cacheaudit check -w warehouse --max-lost-share 0.05 --fail-on system_changed
     """
+    from pipeline import build_first
     from pipeline import findings as lib
     from pipeline import sql as sqlmod
 
@@ -145,11 +145,9 @@ def check(
         raise UsageError(
             f"--fail-on {unknown[0]!r} is not a cause", hint="one of " + ", ".join(lib.CAUSES)
         )
-    con = sqlmod.connect(
-        existing_warehouse(warehouse),
-        options=sql_options(prices, rules),
-        only=["findings", "requests"],
-    )
+    wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
+    build_first.store_stale_views(wh, ["findings", "requests"], options, say=err)
+    con = sqlmod.connect(wh, options=options, only=["findings", "requests"])
     verdict = lib.check(
         con, max_lost_share=max_lost_share, max_lost_money=max_lost_money, fail_on=fail_on or []
     )

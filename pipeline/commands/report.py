@@ -107,15 +107,15 @@ def conversation(
 ) -> None:
     """One page for one conversation, turn by turn: input read from cache vs uncached, the
     expected read, cache-break causes and diff excerpts. Prints the page's path."""
+    from pipeline import build_first
     from pipeline.reports.conversation import generate_conversation
+    from pipeline.reports.sections import conversation_turns
     from pipeline.reports.weekly import default_out_dir
 
-    path = generate_conversation(
-        existing_warehouse(warehouse),
-        out or default_out_dir(),
-        conversation_id,
-        options=sql_options(prices, rules),
-    )
+    wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
+    # the page reads its conversation over the whole history
+    build_first.store_stale_views(wh, [conversation_turns.VIEW], options, say=err)
+    path = generate_conversation(wh, out or default_out_dir(), conversation_id, options=options)
     typer.echo(str(path))
 
 

@@ -92,9 +92,11 @@ def _day(value: str | None, flag: str) -> date | None:
 def _grouped(
     wh: Any, by: str, since: date | None, until: date | None, fmt: str, options: Any
 ) -> None:
-    from pipeline import output
+    from pipeline import build_first, output
     from pipeline.summary import grouped
 
+    if since is None and until is None:  # the whole history (a period read builds nothing)
+        build_first.store_stale_views(wh, ["summary_requests"], options, say=err)
     _con, rel = grouped(wh, by, since, until, options)
     if fmt != "table":
         output.emit(rel, fmt, None)
@@ -204,12 +206,14 @@ def _headline_json(con: Any, rel: Any) -> None:
 
 
 def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
-    from pipeline import output
+    from pipeline import build_first, output
     from pipeline import sql as sqlmod
     from pipeline.reports.numbers import ratio as share
     from pipeline.summary import reasons_in_words
 
-    con = sqlmod.connect(wh, options=options, only=["headline", "cost_summary", "findings"])
+    views = ["headline", "cost_summary", "findings"]
+    build_first.store_stale_views(wh, views, options, say=err)
+    con = sqlmod.connect(wh, options=options, only=views)
     rel = sqlmod.run(con, "SELECT * FROM headline")
     if fmt == "json":
         _headline_json(con, rel)

@@ -1,0 +1,134 @@
+"""Reading commands store the views they need first when an ingest made them stale
+(pipeline/build_first.py): once, said on stderr, never waiting for an ingest, never failing
+where the warehouse cannot be written."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from pipeline import build_first, sql
+from pipeline.ingest import ingest
+from pipeline.warehouse import LOCK_NAME, Warehouse
+
+BREAKS = Path(__file__).resolve().parent / "fixtures" / "breaks"
+BUILDING = "first: not stored since the last ingest"
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse ingested and never built."""
+    root = tmp_path_factory.mktemp("ingested") / "wh"
+    ingest(sorted(BREAKS.glob("*.jsonl")), Warehouse(root), workers=1)
+    return root
+
+
+@pytest.fixture
+def wh(ingested: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "wh"
+    shutil.copytree(ingested, copy)
+    return copy
+
+
+def _stored(root: Path) -> set[str]:
+    return {n for n in sql.MATERIALISED if sql.fresh_derived(Warehouse(root), n) is not None}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["summary"],
+        ["summary", "--by", "agent"],
+        ["findings"],
+        ["check", "--max-lost-share", "1"],
+        ["sql", "select count(*) from cache_breaks"],
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+def test_a_read_of_the_whole_history_stores_the_views_first_once_and_says_so(
+    wh: Path, command: list[str]
+) -> None:
+    first = run_cli(*command, "-w", str(wh))
+    assert first.returncode == 0, first.stderr
+    assert BUILDING in first.stderr
+    assert _stored(wh) == set(sql.MATERIALISED)
+    again = run_cli(*command, "-w", str(wh))
+    assert again.returncode == 0, again.stderr
+    assert BUILDING not in again.stderr
+    # the stored views give the answer computed on the fly
+    assert again.stdout == first.stdout
+
+
+def test_the_answer_from_the_stored_views_is_the_one_computed_on_the_fly(wh: Path) -> None:
+    on_the_fly = sql.connect(Warehouse(wh), use_derived=False)
+    expected = on_the_fly.execute("SELECT * FROM findings ORDER BY ALL").fetchall()
+    out = run_cli("summary", "-w", str(wh))
+    assert BUILDING in out.stderr
+    stored = sql.connect(Warehouse(wh))
+    assert stored.execute("SELECT count(*) FROM cacheaudit_stored_views").fetchone() == (3,)
+    assert stored.execute("SELECT * FROM findings ORDER BY ALL").fetchall() == expected
+
+
+def test_sql_on_the_ingested_tables_only_builds_nothing(wh: Path) -> None:
+    out = run_cli("sql", "select count(*) from requests", "-w", str(wh))
+    assert out.returncode == 0, out.stderr
+    assert BUILDING not in out.stderr
+    assert _stored(wh) == set()
+
+
+def test_a_period_read_builds_nothing(wh: Path) -> None:
+    day = sql.connect(Warehouse(wh)).execute("SELECT min(day) FROM requests").fetchone()
+    assert day is not None
+    out = run_cli("summary", "--by", "day", "--since", str(day[0]), "-w", str(wh))
+    assert out.returncode == 0, out.stderr
+    assert BUILDING not in out.stderr
+    assert _stored(wh) == set()
+
+
+def test_a_read_while_an_ingest_runs_does_not_wait_and_computes_the_views_itself(
+    wh: Path,
+) -> None:
+    with (wh / LOCK_NAME).open("a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as a running ingest holds it
+        # a read that waited for the lock would never end: a timeout fails the test instead
+        out = subprocess.run(
+            [sys.executable, "-m", "pipeline", "findings", "-w", str(wh)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert out.returncode == 0, out.stderr
+    assert f"an ingest into {wh} is running: computing the views" in out.stderr
+    assert "system_changed" in out.stdout
+    assert _stored(wh) == set()
+
+
+def test_a_read_where_the_views_cannot_be_stored_computes_them_in_memory_and_says_so(
+    wh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def read_only(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(wh / "derived"))
+
+    monkeypatch.setattr(sql, "build", read_only)  # as on a read-only mount
+    said: list[str] = []
+    assert build_first.store_stale_views(Warehouse(wh), ["findings"], say=said.append) == []
+    assert said[-1].startswith(f"warning: cannot store the views in {wh} (Read-only file system)")
+
+
+def test_any_other_failure_to_store_the_views_is_not_hidden(
+    wh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(sql, "build", broken)
+    with pytest.raises(OSError, match="Input/output error"):
+        build_first.store_stale_views(Warehouse(wh), ["findings"], say=lambda _: None)
