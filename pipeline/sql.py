@@ -1,6 +1,7 @@
 """DuckDB over the warehouse, with the views from `queries/*.sql` registered.
 
-Base relations `raw_<table>` read the Parquet parts (hive partitions, union by name). A table
+Base relations `raw_<table>` read the Parquet parts (hive partitions, union by name), a day
+held in many small parts from the copy `build` made of it (pipeline/compaction.py). A table
 with no files yet is an empty relation typed from its schema, so every view and query works on
 an empty warehouse. Each `queries/<name>.sql` becomes view `<name>`; its header names its inputs
 (`-- inputs: a, b`), which orders creation. Values are always bound as parameters.
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import prefix_groups, resources, schema
+from pipeline import compaction, prefix_groups, resources, schema
 from pipeline.errors import NotFoundError, QueryError, WarehouseError
 from pipeline.period import Period, margin_days, parts_within
 from pipeline.warehouse import TABLES, Warehouse, stem_of
@@ -211,24 +212,32 @@ def read_options(
     return options
 
 
-def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
+def raw_relation(
+    con: duckdb.DuckDBPyConnection, table: str, files: list[Path]
+) -> duckdb.DuckDBPyRelation:
+    """The rows of `files`, parts (or compacted copies) of `table`, with the schema's columns."""
     spec = schema.load(table)
+    options = read_options(spec, files, con)
+    rel = con.sql(
+        f"SELECT * FROM read_parquet($files, {options})",
+        params={"files": [str(f) for f in files]},
+    )
+    # A warehouse written by an older version lacks the columns added since: they read as
+    # NULL (unknown), as Spark does with its explicit schema, instead of breaking every view.
+    missing = [c for c in spec.columns if c.name not in rel.columns]
+    if missing:
+        rel = rel.select(
+            "*, " + ", ".join(f"CAST(NULL AS {c.type}) AS {_quoted(c.name)}" for c in missing)
+        )
+    return rel
+
+
+def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
     view = f"raw_{table}"
     if files:
-        options = read_options(spec, files, con)
-        rel = con.sql(
-            f"SELECT * FROM read_parquet($files, {options})",
-            params={"files": [str(f) for f in files]},
-        )
-        # A warehouse written by an older version lacks the columns added since: they read as
-        # NULL (unknown), as Spark does with its explicit schema, instead of breaking every view.
-        missing = [c for c in spec.columns if c.name not in rel.columns]
-        if missing:
-            rel = rel.select(
-                "*, " + ", ".join(f"CAST(NULL AS {c.type}) AS {_quoted(c.name)}" for c in missing)
-            )
-        rel.create_view(view)
+        raw_relation(con, table, files).create_view(view)
         return
+    spec = schema.load(table)
     cols = ", ".join(f"{_quoted(c.name)} {c.type}" for c in spec.columns)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_quoted(view)} ({cols})")
 
@@ -314,7 +323,8 @@ def connect(
         computed = any(path is None for path in stored.values())
         days = period.read_days(margin_days(con, lookback=computed))
         snapshot = period_parts(snapshot, days)
-    for table, files in snapshot.items():
+    # days of many small sources are read from build's copies (pipeline/compaction.py)
+    for table, files in compaction.substitute(wh, snapshot).items():
         _register_raw(con, table, files)
     for name in creation_order(queries):
         if name not in wanted:
@@ -574,6 +584,7 @@ def _build_locked(
     state = warehouse_state(wh)
     stamps = {name: view_stamp(wh, name, options, state=state) for name in order}
     out_dir = wh.root / DERIVED_DIR
+    _compact(wh, out_dir, progress)  # first: the views below then read the copies
     con = connect(wh, options=options, use_derived=not force, only=targets)
     _limit_build_memory(con, out_dir / ".spill")
     results: list[BuildResult] = []
@@ -607,6 +618,20 @@ def _build_locked(
         view_from_parquet(con, name, path)
         results.append(BuildResult(name, True, rows, time.perf_counter() - start))
     return results
+
+
+def _compact(wh: Warehouse, out_dir: Path, progress: Callable[[str], None] | None) -> None:
+    """Copy each day that many small sources split into many parts into one file."""
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        _limit_build_memory(con, out_dir / ".spill")
+        snapshot = wh.snapshot(compaction.COMPACTED_TABLES)
+        compaction.write_missing(wh, snapshot, con, raw_relation, progress)
+    except duckdb.Error as exc:
+        raise QueryError(f"compacting the days of many sources: {_one_line(exc)}") from exc
+    finally:
+        con.close()
 
 
 def _write_view(

@@ -4,7 +4,8 @@ Only cacheaudit knows which Parquet parts are live (`Warehouse.snapshot`: a repl
 or a crashed ingest's parts, sit next to them), so a plain `read_parquet('warehouse/**')` can
 count rows twice. This file holds, as of one moment:
 - a view `raw_<table>` per table over exactly the live parts (an empty table when there are
-  none), with the columns an older warehouse lacks added as NULL, as `pipeline.sql` does;
+  none; a day of many small sources read from `build`'s copy of it, pipeline/compaction.py),
+  with the columns an older warehouse lacks added as NULL, as `pipeline.sql` does;
 - the price and cache-rule tables, copied in as tables;
 - every view of `queries/`, reading a stored `derived/` Parquet where its stamp is current.
 
@@ -45,7 +46,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import schema
+from pipeline import compaction, schema
 from pipeline import sql as sqlmod
 from pipeline.user_cache import cache_dir
 from pipeline.warehouse import TABLES, Warehouse
@@ -171,7 +172,7 @@ def _write_full(
     stamp: str,
 ) -> None:
     state = sqlmod.warehouse_state(wh, snapshot)
-    for table, files in snapshot.items():
+    for table, files in compaction.substitute(wh, snapshot).items():
         _raw(con, table, files)
     _data_tables(con, options)
     bodies = {}
@@ -212,7 +213,7 @@ def _update(
     every view under it (0.13 s for the three, a third of a small ingest)."""
     state = sqlmod.warehouse_state(wh, snapshot)
     tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    for table, files in snapshot.items():
+    for table, files in compaction.substitute(wh, snapshot).items():
         raw = f"raw_{table}"
         kind = "TABLE" if raw in tables else "VIEW"
         con.execute(f"DROP {kind} IF EXISTS {_quoted(raw)}")
