@@ -126,3 +126,42 @@ def test_the_duckdb_file_reads_the_copies_and_sees_the_same_rows(wh: Warehouse) 
             assert compaction.COMPACT_DIR.as_posix() in text
             rows = con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
             assert rows == expected[table]
+
+
+def test_records_already_in_a_copied_day_are_found_duplicate_through_the_copy(
+    wh: Warehouse,
+    ingested: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sql.build(wh)
+    before = _rows(wh)
+    found: list[Path] = []
+    copy_of = compaction.copy_of
+
+    def spied(wh: Warehouse, table: str, parts: list[Path]) -> Path | None:
+        copy = copy_of(wh, table, parts)
+        found.extend([copy] if copy is not None else [])
+        return copy
+
+    monkeypatch.setattr(compaction, "copy_of", spied)
+    # the records of an ingested capture in other bytes (its lines reversed): a new source
+    ingested_capture = ingested[0].parent / "capture-00.jsonl"
+    again = tmp_path / "again.jsonl"
+    again.write_bytes(b"".join(reversed(ingested_capture.read_bytes().splitlines(keepends=True))))
+    result = ingest([again], wh, workers=1)
+    assert result.total("duplicates") == result.total("records") > 0
+    assert found  # the ids already ingested were read from the days' copies
+    assert _rows(wh) == before
+
+
+def test_a_capture_replacing_its_earlier_version_is_not_checked_against_a_copy_holding_it(
+    wh: Warehouse, ingested: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A --force re-ingest: its old rows are in the copies, but they are its own old version."""
+    sql.build(wh)
+    before = _rows(wh)
+    result = ingest([ingested[0].parent / "capture-03.jsonl"], wh, workers=1, force=True)
+    assert result.total("duplicates") == 0
+    assert result.total("accepted") == result.total("records") > 0
+    assert _rows(wh) == before
