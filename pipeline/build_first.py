@@ -3,31 +3,32 @@ stored ones stale.
 
 A view that is not stored is computed on the fly each time a query reads it, and a command
 reads `findings` or `conversations` more than once. On 19k requests in 707 hourly sources,
-`summary` took 38 s after an ingest without a build, against 6.5 s for `cacheaudit build` and
-3.0 s for the same summary after it. So the commands that read the whole history (`summary`,
+`summary` took 38 s after an ingest without a build, against 7.0 s to store the views first
+and 3.1 s for the same summary after that. So the commands that read the whole history (`summary`,
 `findings`, `check`, `diagnose`, a conversation page, and `sql` on the views that need them)
 first store the views they need, as `build` would, and say so on stderr.
 
 Storing them first is a convenience, never a reason to wait or fail: while an ingest holds the
-warehouse lock, or where the warehouse cannot be written (a read-only mount, a full disk), the
-command computes the views for itself, as it did before, and says why. Period reads (a weekly
-page, `summary --by day --since ...`) do not build: they compute their own days when the
+warehouse lock, or where the views cannot be stored (a read-only mount, a full disk, any other
+failure to write them), the command computes the views for itself, as it did before, and says
+why. The build holds the lock shared, as `cacheaudit build` does, so an ingest started
+meanwhile waits for it. A command given --prices or --rules builds nothing: it computes the
+views for itself, leaving the stored ones to the default data. Period reads (a weekly page,
+`summary --by day --since ...`) do not build either: they compute their own days when the
 stored views are stale (pipeline/period.py).
 """
 
 from __future__ import annotations
 
-import errno
 import sys
 import time
 from collections.abc import Callable, Iterable
 
-from pipeline import sql
-from pipeline.errors import WarehouseBusy
-from pipeline.warehouse import Warehouse
+import duckdb
 
-# errors of a warehouse that cannot take new files: the command then computes in memory
-_CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC})
+from pipeline import sql
+from pipeline.errors import PipelineError, WarehouseBusy
+from pipeline.warehouse import Warehouse
 
 
 def _stderr(line: str) -> None:
@@ -52,9 +53,12 @@ def store_stale_views(
     say: Callable[[str], None] = _stderr,
 ) -> list[str]:
     """Build the stored views that reading `names` needs, when they are missing or stale.
-    Returns the names built; none when they were current, an ingest is running, or the
-    warehouse cannot be written (each of the last two said in one line)."""
+    Returns the names built; none when they were current, an ingest is running, the options
+    name their own price or rule files, or the views cannot be stored (the last said in one
+    line, a running ingest too)."""
     options = options or sql.SqlOptions()
+    if options.prices_paths or options.rules_paths:
+        return []
     names = list(names)
     stale = stale_views(wh, names, options)
     if not stale:
@@ -69,19 +73,35 @@ def store_stale_views(
     except WarehouseBusy as exc:
         say(f"note: {exc.message}: computing the views for this command only (slower)")
         return []
-    except OSError as exc:
-        if exc.errno not in _CANNOT_WRITE:
-            raise
-        say(
-            f"warning: cannot store the views in {wh.root} ({exc.strerror});"
-            " computing them in memory (slower)"
-        )
+    except (OSError, PipelineError, duckdb.Error) as exc:
+        # a read-only mount, a full disk (DuckDB's own write errors included): the command
+        # works as it did without stored views
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+        say(f"warning: cannot store the views in {wh.root} ({reason}); computing them in memory")
         return []
-    built = [r.name for r in results if r.rebuilt]
     from pipeline import warehouse_db
 
-    refreshed = warehouse_db.refresh(wh, options)
+    refreshed = warehouse_db.refresh(wh, options, wait=False)
     if refreshed.startswith("warning"):
         say(refreshed)
     say(f"built in {time.perf_counter() - start:.1f} s")
-    return built
+    return [r.name for r in results if r.rebuilt]
+
+
+def views_read_by(statement: str) -> set[str]:
+    """The views of queries/ a user's SQL reads: the tables DuckDB's parser finds in each
+    statement (a name in a string or a comment is none), or where it cannot tell, every view
+    named as a word (`sql.views_named_in`); none for a statement that reads the catalog."""
+    queries = sql.load_queries()
+    try:
+        found: set[str] = set()
+        for part in duckdb.extract_statements(statement):
+            found |= duckdb.get_table_names(part.query)
+    except duckdb.Error:
+        return sql.views_named_in(statement) or set()
+    return {name for name in found if name in queries}
+
+
+def _one_line(exc: BaseException) -> str:
+    message = exc.message if isinstance(exc, PipelineError) else str(exc)
+    return " ".join(message.split())

@@ -276,9 +276,9 @@ def sql(
 
     output.check(fmt, out)
     wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
-    named = sqlmod.views_named_in(query)
-    if named:  # a statement on the stored views' inputs only, or the catalog, builds nothing
-        build_first.store_stale_views(wh, named, options, say=err)
+    # a statement on the stored views' inputs only, or on the catalog, builds nothing
+    if read := build_first.views_read_by(query):
+        build_first.store_stale_views(wh, read, options, say=err)
     _con, rel = sqlmod.run_user_sql(wh, query, options=options)
     with sqlmod.statement_errors():  # DuckDB runs the statement as the rows are read
         rows = output.emit(rel, fmt, out)

@@ -16,11 +16,13 @@ as before; so an ingest after a build is read at once, and the next build copies
 The parts stay the data: the manifests, staleness stamps of stored views and re-ingests know
 only them, and removing `derived/` loses nothing. The copies cost disk (the days' requests
 and segments once more, written smaller: 30 MB of parts made 8.5 MB of copies). A superseded
-copy is kept REPLACED_GRACE_S for readers that listed it, then the next build removes it.
+copy is kept REPLACED_GRACE_S after a build first finds it superseded, for readers that listed
+it, then the next build removes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -39,6 +41,7 @@ COMPACTED_TABLES = ("requests", "segments")
 MIN_PARTS = 8
 COMPACT_DIR = Path("derived") / "compact"
 FORMAT = "compact-1"
+SUPERSEDED = ".superseded"  # beside a copy no longer current: since when (its mtime)
 
 RawRelation = Callable[[duckdb.DuckDBPyConnection, str, list[Path]], duckdb.DuckDBPyRelation]
 
@@ -145,16 +148,30 @@ def write_missing(
 
 
 def _remove_superseded(wh: Warehouse, table: str, current: set[Path]) -> None:
+    """Remove the copies superseded more than REPLACED_GRACE_S ago. A copy's age says nothing
+    of when it stopped being current, so a build that first finds it superseded leaves a
+    marker (`<copy>.superseded`), and a build after the grace removes both. So does a temporary
+    file left by a build that was killed, after the grace."""
     base = wh.root / COMPACT_DIR / table
     if not base.is_dir():
         return
     cutoff = time.time() - REPLACED_GRACE_S
     for path in base.rglob("*.parquet"):
-        try:
-            if path not in current and path.stat().st_mtime < cutoff:
-                path.unlink()
-        except FileNotFoundError:
+        if path in current:
             continue
+        marker = path.with_name(path.name + SUPERSEDED)
+        try:
+            if not marker.exists():
+                marker.touch()
+            elif marker.stat().st_mtime < cutoff:
+                path.unlink(missing_ok=True)
+                marker.unlink()
+        except FileNotFoundError:
+            continue  # another build removed it meanwhile
+    for path in base.rglob(".*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
     for folder in base.iterdir():
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()

@@ -210,8 +210,10 @@ class Warehouse:
         """Exclusive lock for the duration of an ingest (a second ingest waits). `shared`: for
         a reader that must see no ingest land while it works (`cacheaudit build`); several may
         hold it at once, never beside an ingest. `on_wait` runs once if the lock is busy;
-        without `wait`, a busy lock raises WarehouseBusy instead."""
-        self.ensure()
+        without `wait`, a busy lock raises WarehouseBusy instead. A shared lock creates no
+        table folders: a reader's build may run where the warehouse cannot be written."""
+        if not shared:
+            self.ensure()
         with (self.root / LOCK_NAME).open("a") as fh:
             mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
             try:

@@ -279,14 +279,14 @@ def _updated_copy(
     return updated
 
 
-def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None) -> Path:
+def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None, *, wait: bool = True) -> Path:
     """Write `<warehouse>/cacheaudit.duckdb` anew (or update a copy of it, when only the live
     parts and the stored views can have changed); returns its path."""
     options = options or sqlmod.SqlOptions()
     target = database_path(wh)
     tmp = wh.root / f".{DB_NAME}.{os.getpid()}.tmp"
     leftovers = (tmp, tmp.with_name(tmp.name + ".wal"))
-    with wh.lock(shared=True):
+    with wh.lock(shared=True, wait=wait):
         snapshot = wh.snapshot(TABLES)
         queries = sqlmod.load_queries()
         stamp = static_stamp(options, queries)
@@ -309,13 +309,16 @@ def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None) -> Path:
     return target
 
 
-def refresh(wh: Warehouse, options: sqlmod.SqlOptions | None = None) -> str:
+def refresh(wh: Warehouse, options: sqlmod.SqlOptions | None = None, *, wait: bool = True) -> str:
     """Rewrite the database file after an ingest or build; a failure is one line for stderr,
-    never a failed ingest (the Parquet tables are the data; this file is a convenience)."""
-    from pipeline.errors import PipelineError
+    never a failed ingest (the Parquet tables are the data; this file is a convenience).
+    Without `wait`, a running ingest leaves the file to that ingest, which rewrites it."""
+    from pipeline.errors import PipelineError, WarehouseBusy
 
     try:
-        path = write(wh, options)
+        path = write(wh, options, wait=wait)
+    except WarehouseBusy:
+        return f"{DB_NAME} left to the running ingest, which rewrites it"
     except (PipelineError, duckdb.Error, OSError) as exc:
         return f"warning: {DB_NAME} not refreshed: {' '.join(str(exc).split())}"
     return f"DuckDB clients: duckdb {path} (views over the live files)"

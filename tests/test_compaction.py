@@ -81,7 +81,10 @@ def test_an_ingest_into_a_copied_day_is_read_at_once_and_the_next_build_copies_i
     wh: Warehouse, ingested: tuple[Path, Path]
 ) -> None:
     sql.build(wh)
-    first = set(_read_copies(wh, "requests"))
+    first = _read_copies(wh, "requests")
+    long_ago = time.time() - 10 * REPLACED_GRACE_S
+    for path in first:  # written long ago: their grace counts from when they are superseded
+        os.utime(path, (long_ago, long_ago))
     ingest([ingested[1]], wh, workers=1)  # its rows fall on every day
     assert _read_copies(wh, "requests") == []  # each day's parts changed: read from the parts
     count = sql.connect(wh).execute("SELECT count(*) FROM raw_requests").fetchone()
@@ -90,15 +93,18 @@ def test_an_ingest_into_a_copied_day_is_read_at_once_and_the_next_build_copies_i
 
     sql.build(wh)
     second = set(_read_copies(wh, "requests"))
-    assert second and not second & first
+    assert second and not second & set(first)
     assert _rows(wh) == expected
     # the superseded copies stay for readers that listed them, until the grace is over
     assert all(p.exists() for p in first)
-    old = time.time() - REPLACED_GRACE_S - 1
-    for path in first:
-        os.utime(path, (old, old))
     sql.build(wh, force=True)
-    assert not any(p.exists() for p in first)
+    assert all(p.exists() for p in first)
+    markers = [p.with_name(p.name + compaction.SUPERSEDED) for p in first]
+    grace_over = time.time() - REPLACED_GRACE_S - 1
+    for marker in markers:
+        os.utime(marker, (grace_over, grace_over))
+    sql.build(wh, force=True)
+    assert not any(p.exists() for p in first + markers)
     assert all(p.exists() for p in second)
 
 

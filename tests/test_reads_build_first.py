@@ -15,6 +15,7 @@ import pytest
 from conftest import run_cli
 
 from pipeline import build_first, sql
+from pipeline.errors import QueryError
 from pipeline.ingest import ingest
 from pipeline.warehouse import LOCK_NAME, Warehouse
 
@@ -111,24 +112,73 @@ def test_a_read_while_an_ingest_runs_does_not_wait_and_computes_the_views_itself
     assert _stored(wh) == set()
 
 
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        (OSError(errno.EROFS, "Read-only file system"), "Read-only file system"),
+        (OSError(errno.EIO, "Input/output error"), "Input/output error"),
+        # DuckDB's own write errors reach the build as a QueryError
+        (QueryError("compacting the days: IO Error: No space left on device"), "No space left"),
+    ],
+    ids=["read-only", "io-error", "disk-full"],
+)
 def test_a_read_where_the_views_cannot_be_stored_computes_them_in_memory_and_says_so(
-    wh: Path, monkeypatch: pytest.MonkeyPatch
+    wh: Path, monkeypatch: pytest.MonkeyPatch, failure: Exception, reason: str
 ) -> None:
-    def read_only(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.EROFS, "Read-only file system", str(wh / "derived"))
+    def cannot(*args: object, **kwargs: object) -> None:
+        raise failure
 
-    monkeypatch.setattr(sql, "build", read_only)  # as on a read-only mount
+    monkeypatch.setattr(sql, "build", cannot)
     said: list[str] = []
     assert build_first.store_stale_views(Warehouse(wh), ["findings"], say=said.append) == []
-    assert said[-1].startswith(f"warning: cannot store the views in {wh} (Read-only file system)")
+    assert said[-1].startswith(f"warning: cannot store the views in {wh} (")
+    assert reason in said[-1]
+    assert said[-1].endswith("computing them in memory")
 
 
-def test_any_other_failure_to_store_the_views_is_not_hidden(
-    wh: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_shared_lock_creates_no_table_folders(wh: Path) -> None:
+    """A git checkout drops the empty rejects/ folder; on a read-only mount a reader's build
+    must not need to create it."""
+    shutil.rmtree(wh / "rejects", ignore_errors=True)
+    with Warehouse(wh).lock(shared=True):
+        pass
+    assert not (wh / "rejects").exists()
+
+
+def test_the_duckdb_file_is_left_to_a_running_ingest_instead_of_waiting_for_it(
+    wh: Path,
 ) -> None:
-    def broken(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.EIO, "Input/output error")
+    from pipeline import warehouse_db
 
-    monkeypatch.setattr(sql, "build", broken)
-    with pytest.raises(OSError, match="Input/output error"):
-        build_first.store_stale_views(Warehouse(wh), ["findings"], say=lambda _: None)
+    with (wh / LOCK_NAME).open("a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        said = warehouse_db.refresh(Warehouse(wh), wait=False)
+    assert said == f"{warehouse_db.DB_NAME} left to the running ingest, which rewrites it"
+
+
+def test_sql_reading_a_view_name_in_a_string_builds_nothing(wh: Path) -> None:
+    out = run_cli(
+        "sql", "select count(*) from requests where agent = 'cache_breaks'", "-w", str(wh)
+    )
+    assert out.returncode == 0, out.stderr
+    assert BUILDING not in out.stderr
+    assert _stored(wh) == set()
+
+
+def test_the_views_a_statement_reads_are_found_by_the_parser() -> None:
+    assert build_first.views_read_by("select * from cache_breaks -- conversations") == {
+        "cache_breaks"
+    }
+    assert build_first.views_read_by("select 1; select * from findings") == {"findings"}
+    assert build_first.views_read_by("show tables") == set()
+    # a statement the parser rejects: the names it holds as words, for the run to report on
+    assert build_first.views_read_by("selec * from findings") == {"findings"}
+
+
+def test_a_read_with_its_own_rules_builds_nothing(wh: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.csv"
+    shutil.copy(Path(sql.__file__).parent / "rules" / "cache_rules.csv", rules)
+    out = run_cli("findings", "--rules", str(rules), "-w", str(wh))
+    assert out.returncode == 0, out.stderr
+    assert BUILDING not in out.stderr
+    assert _stored(wh) == set()

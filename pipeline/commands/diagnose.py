@@ -91,7 +91,8 @@ def build(
     <warehouse>/derived/; later commands reuse them until the inputs change.
 
     Run it after an ingest. A command that reads the whole history (summary, findings, check,
-    diagnose, sql) builds what it needs itself when the stored views are stale, and says so.
+    diagnose, report conversation, sql) builds what it needs itself when the stored views are
+    stale, and says so.
 
     With --engine spark the same queries/*.sql run as Spark SQL (translated by sqlglot) and
     write the same derived/*.parquet, which `sql`, `diagnose` and `report` read with DuckDB."""

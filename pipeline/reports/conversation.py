@@ -28,9 +28,11 @@ def generate_conversation(
     now: datetime | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
     read: str | None = None,
+    sources: str | None = None,
 ) -> Path:
     """Write the page of one conversation; `con`: a connection to `wh` already open (the weekly
-    report writes the pages it links to), `read`: which days it reads, when not all of them."""
+    report writes the pages it links to), `read`: which days it reads, when not all of them,
+    `sources`: the footer's list of sources, when the caller has it."""
     view = conversation_turns.VIEW
     if reason := missing_reason(view, conversation_turns.VIEWS[view]):
         raise NotFoundError(f"conversation reports are not available: {reason}")
@@ -61,7 +63,7 @@ def generate_conversation(
             subtitle=subtitle,
             sections=[conversation_turns.build(rows)],
             footer_html=footer.render(
-                sources=footer.sources_html(con),
+                sources=sources if sources is not None else footer.sources_html(con),
                 warehouse=str(wh.root),
                 price_digest=None,
                 generated_at=now or datetime.now(UTC),

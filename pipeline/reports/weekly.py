@@ -145,7 +145,12 @@ def build_week_page(
 
 
 def _linked_conversations(
-    wh: Warehouse, out_dir: Path, data: WeekData, con: duckdb.DuckDBPyConnection, now: datetime
+    wh: Warehouse,
+    out_dir: Path,
+    data: WeekData,
+    con: duckdb.DuckDBPyConnection,
+    now: datetime,
+    sources: str,
 ) -> list[Path]:
     """The pages of the conversations the week's page links to (its findings' examples, its
     top breaks, its hygiene findings' subjects and examples), so that its links open offline."""
@@ -159,7 +164,10 @@ def _linked_conversations(
     )
     # the pages come from the week's read: turns outside its days are not in them
     read = f"the days read for week {data.week.label}"
-    return [generate_conversation(wh, out_dir, cid, now=now, con=con, read=read) for cid in ids]
+    return [
+        generate_conversation(wh, out_dir, cid, now=now, con=con, read=read, sources=sources)
+        for cid in ids
+    ]
 
 
 def _write_week(
@@ -184,13 +192,14 @@ def _write_week(
     views = [v for v in wanted if view_exists(v)]
     materialise(con, {wanted[v] for v in views})
     data = WeekData(week, {v: fetch_weeks(con, v, [week]).get(week, []) for v in views})
-    html = build_week_page(
-        data, sources_html=footer.sources_html(con), warehouse=str(wh.root), now=now, stamp=stamp
-    )
+    # every page of the week has the same footer: its sources are read once (one manifest
+    # file per source: 0.07 s a page on a warehouse of 707 hourly sources)
+    sources = footer.sources_html(con)
+    html = build_week_page(data, sources_html=sources, warehouse=str(wh.root), now=now, stamp=stamp)
     path = out_dir / week_file(week)
     write_atomic(path, html)
     result.written.append(path)
-    result.conversations += _linked_conversations(wh, out_dir, data, con, now)
+    result.conversations += _linked_conversations(wh, out_dir, data, con, now, sources)
     return {
         "stamp": stamp,
         "file": week_file(week),
