@@ -21,7 +21,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 OUT = BENCH / "out"
-MODULES = ("ingest", "views", "proxy", "report", "history", "spark")
+MODULES = ("ingest", "views", "proxy", "report", "history", "sources", "spark")
 
 
 def run_module(name: str, extra: list[str]) -> dict[str, Any]:
