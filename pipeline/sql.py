@@ -178,9 +178,12 @@ def _footer_columns(files: list[Path]) -> list[str] | None:
         try:
             columns = [(f.name, str(f.type)) for f in pq.read_schema(path)]
         except (OSError, pa.ArrowException) as exc:
+            if compaction.COMPACT_DIR.as_posix() in path.as_posix():
+                hint = "delete it: the parts it copies are read instead, and `build` copies again"
+            else:
+                hint = "re-ingest its source with --force, or restore the warehouse from a copy"
             raise WarehouseError(
-                f"{path}: not a readable Parquet part ({_one_line(exc)})",
-                hint="re-ingest its source with --force, or restore the warehouse from a copy",
+                f"{path}: not a readable Parquet part ({_one_line(exc)})", hint=hint
             ) from exc
         if first is None:
             first = columns

@@ -171,3 +171,19 @@ def test_a_capture_replacing_its_earlier_version_is_not_checked_against_a_copy_h
     assert result.total("duplicates") == 0
     assert result.total("accepted") == result.total("records") > 0
     assert _rows(wh) == before
+
+
+def test_a_damaged_copy_is_named_with_how_to_recover_and_reads_go_on_without_it(
+    wh: Warehouse,
+) -> None:
+    from pipeline.errors import WarehouseError
+
+    expected = _rows(wh)
+    sql.build(wh)
+    damaged = _read_copies(wh, "requests")[0]
+    damaged.write_bytes(b"not parquet")
+    with pytest.raises(WarehouseError, match="not a readable Parquet part") as caught:
+        sql.connect(wh, only=["headline"])
+    assert caught.value.hint is not None and caught.value.hint.startswith("delete it")
+    damaged.unlink()
+    assert _rows(wh) == expected
