@@ -43,8 +43,8 @@ if sys.argv[1] == "ingest":
     r = ingest([Path(sys.argv[3])], wh)
     print("records", r.total("records"))
 else:
-    from pipeline import sql
-    for b in sql.build(wh):
+    from pipeline import materialise, sql
+    for b in materialise.build(wh):
         print("built", b.name, b.rows)
 print("work_s", time.perf_counter() - t)
 """

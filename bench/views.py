@@ -260,7 +260,7 @@ def main() -> None:
     parser.add_argument("--skip-planted", action="store_true")
     args = parser.parse_args()
 
-    from pipeline import sql
+    from pipeline import materialise, sql
     from pipeline.diagnose import timeline
     from pipeline.warehouse import Warehouse
 
@@ -281,7 +281,7 @@ def main() -> None:
         wh = Warehouse(root)
         shutil.rmtree(root / "derived", ignore_errors=True)
         t0 = time.perf_counter()
-        built = [f"{r.name} {r.seconds:.1f} s" for r in sql.build(wh) if r.rebuilt]
+        built = [f"{r.name} {r.seconds:.1f} s" for r in materialise.build(wh) if r.rebuilt]
         build_s = time.perf_counter() - t0
         print(f"build views ({', '.join(built)}): {build_s:.1f} s, peak RSS {_peak_mb():,.0f} MB")
         t0 = time.perf_counter()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 import duckdb
 
-from pipeline import sql
+from pipeline import materialise, sql
 from pipeline.errors import PipelineError, WarehouseBusy
 from pipeline.warehouse import Warehouse
 
@@ -39,8 +39,8 @@ def stale_views(wh: Warehouse, names: Iterable[str], options: sql.SqlOptions) ->
     """The stored views that reading `names` needs and that are missing or stale."""
     if not wh.exists():  # nothing ingested yet: the views are empty, nothing to store
         return []
-    order = sql.materialised_order(names, sql.load_queries())
-    if not order or sql.nothing_to_build(wh, order, options, force=False) is not None:
+    order = materialise.materialised_order(names, sql.load_queries())
+    if not order or materialise.nothing_to_build(wh, order, options, force=False) is not None:
         return []
     return order
 
@@ -69,7 +69,7 @@ def store_stale_views(
     )
     start = time.perf_counter()
     try:
-        results = sql.build(wh, options=options, names=names, wait=False)
+        results = materialise.build(wh, options=options, names=names, wait=False)
     except WarehouseBusy as exc:
         say(f"note: {exc.message}: computing the views for this command only (slower)")
         return []

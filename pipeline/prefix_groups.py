@@ -58,7 +58,7 @@ def write_in_groups(
     """Write request_prefix as part files in the directory `out`, one per non-empty group of
     scopes; returns the rows written."""
     # sql imports this module at its top: the other way round only here
-    from pipeline import sql
+    from pipeline import materialise, sql
 
     queries = sql.load_queries()
     work = out.with_name(out.name + ".work")
@@ -89,7 +89,7 @@ def write_in_groups(
                         "SELECT * FROM read_parquet($p) LIMIT 0",
                         params={"p": str(work / stage / "**" / "*.parquet")},
                     ).create_view(stage, replace=True)
-            rel = con.sql(f'SELECT * FROM "{GROUPED_VIEW}"{sql.stored_order(GROUPED_VIEW)}')
+            rel = con.sql(f'SELECT * FROM "{GROUPED_VIEW}"{materialise.stored_order(GROUPED_VIEW)}')
             rows += _write_count(rel, out / f"part-{number:05d}.parquet")
         return rows
     finally:

@@ -13,9 +13,10 @@ query text of the view and of everything it reads (transitively), of the warehou
 (`warehouse_state`: every manifest file's bytes, which each ingest of a source writes anew with
 its `ingested_at`, and the name and size of every visible part) and of the data-table files
 (cache rules, prices). `connect` reads a derived file instead of recomputing the view while its
-stamp matches, and silently recomputes otherwise; `build` (the `cacheaudit build` command) writes
-them, holding the warehouse lock shared so that no ingest lands between the rows it reads and
-the stamp it stores. Any engine may write derived views, as long as it writes the same two files.
+stamp matches, and silently recomputes otherwise; `materialise.build` (the `cacheaudit build`
+command) writes them, holding the warehouse lock shared so that no ingest lands between the rows
+it reads and the stamp it stores. Any engine may write derived views, as long as it writes the
+same two files.
 """
 
 from __future__ import annotations
@@ -25,11 +26,8 @@ import importlib
 import json
 import os
 import re
-import shutil
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -38,7 +36,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, prefix_groups, resources, schema
+from pipeline import compaction, resources, schema
 from pipeline.errors import NotFoundError, QueryError, WarehouseError
 from pipeline.period import Period, margin_days, parts_within
 from pipeline.warehouse import TABLES, Warehouse, stem_of
@@ -498,181 +496,6 @@ def fresh_derived(
     return derived_path(wh, name)
 
 
-@dataclass(frozen=True, slots=True)
-class BuildResult:
-    name: str
-    rebuilt: bool
-    rows: int
-    seconds: float
-
-
-def materialised_order(names: Iterable[str] | None, queries: dict[str, Query]) -> list[str]:
-    """The stored views a build of `names` (default: all of MATERIALISED) writes, with those
-    they read, in creation order."""
-    targets = needed(names if names is not None else MATERIALISED, queries)
-    return [n for n in creation_order(queries) if n in targets and n in MATERIALISED]
-
-
-def nothing_to_build(
-    wh: Warehouse, order: list[str], options: SqlOptions, force: bool
-) -> list[BuildResult] | None:
-    """Every view of `order` reported as reused when each is stored and current (and the build
-    is not forced), else None. Then a build, on any engine, writes nothing and takes no lock
-    (which needs a writable warehouse, and waits for an ingest)."""
-    if force or not wh.exists():
-        return None
-    state = warehouse_state(wh)
-    if any(_stored_stamp(wh, n) != view_stamp(wh, n, options, state=state) for n in order):
-        return None
-    return [BuildResult(name, False, -1, 0.0) for name in order]
-
-
-def stored_views_current(wh: Warehouse, options: SqlOptions | None = None) -> bool:
-    """Whether `build` stored every materialised view since the last ingest: period reads
-    then take conversations, breaks and expected reads from the whole history."""
-    order = materialised_order(None, load_queries())
-    return nothing_to_build(wh, order, options or SqlOptions(), force=False) is not None
-
-
-def build(
-    wh: Warehouse,
-    *,
-    options: SqlOptions | None = None,
-    names: Iterable[str] | None = None,
-    force: bool = False,
-    group_segments: int | None = None,
-    progress: Callable[[str], None] | None = None,
-    wait: bool = True,
-) -> list[BuildResult]:
-    """Write each materialised view (and those it reads) whose stamp is stale.
-
-    `group_segments`: past this many segments (default prefix_groups.GROUP_SEGMENTS)
-    request_prefix is computed one group of cache scopes at a time (pipeline/prefix_groups.py).
-    `progress` gets a line per step of that.
-
-    Holds the warehouse lock shared: an ingest landing while the views are computed would
-    otherwise have its manifest in the stamp of rows read before it. A build waits
-    for a running ingest, and an ingest for a running build; without `wait`, a running ingest
-    raises WarehouseBusy instead."""
-    options = options or SqlOptions()
-    queries = load_queries()
-    targets = needed(names if names is not None else MATERIALISED, queries)
-    order = materialised_order(names, queries)
-    if not wh.exists():
-        raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
-    if (reused := nothing_to_build(wh, order, options, force)) is not None:
-        return reused
-    out_dir = wh.root / DERIVED_DIR
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    def waiting() -> None:
-        print(f"waiting for the ingest into {wh.root} to finish", file=sys.stderr)
-
-    with wh.lock(shared=True, on_wait=waiting, wait=wait):
-        per_group = group_segments or prefix_groups.GROUP_SEGMENTS
-        return _build_locked(wh, options, order, targets, force, per_group, progress)
-
-
-def _build_locked(
-    wh: Warehouse,
-    options: SqlOptions,
-    order: list[str],
-    targets: set[str],
-    force: bool,
-    group_segments: int,
-    progress: Callable[[str], None] | None,
-) -> list[BuildResult]:
-    # The stamps come from the state taken before the connection lists the Parquet parts:
-    # even without the lock, a stamp could then only be older than the rows, never newer.
-    state = warehouse_state(wh)
-    stamps = {name: view_stamp(wh, name, options, state=state) for name in order}
-    out_dir = wh.root / DERIVED_DIR
-    _compact(wh, out_dir, progress)  # first: the views below then read the copies
-    con = connect(wh, options=options, use_derived=not force, only=targets)
-    _limit_build_memory(con, out_dir / ".spill")
-    results: list[BuildResult] = []
-    for name in order:
-        stamp = stamps[name]
-        if not force and _stored_stamp(wh, name) == stamp:
-            results.append(BuildResult(name, False, -1, 0.0))
-            continue
-        start = time.perf_counter()
-        path = derived_path(wh, name)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            rows = _write_view(con, name, tmp, group_segments, progress)
-        except duckdb.Error as exc:
-            _remove(tmp)
-            raise QueryError(f"building {name}: {_one_line(exc)}") from exc
-        except BaseException:
-            _remove(tmp)
-            raise
-        if path.is_dir() or tmp.is_dir():
-            # a directory of parts (split by scope, or another engine's) cannot be swapped
-            # in one step; a file replacing a file is
-            _remove(path)
-        tmp.replace(path)
-        stamp_tmp = stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
-        stamp_tmp.write_text(
-            json.dumps({"view": name, "stamp": stamp, "rows": rows}, indent=1), encoding="utf-8"
-        )
-        stamp_tmp.replace(stamp_path(wh, name))
-        # later views read the stored result instead of recomputing this one
-        view_from_parquet(con, name, path)
-        results.append(BuildResult(name, True, rows, time.perf_counter() - start))
-    return results
-
-
-def _compact(wh: Warehouse, out_dir: Path, progress: Callable[[str], None] | None) -> None:
-    """Copy each day that many small sources split into many parts into one file."""
-    con = duckdb.connect()
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        _limit_build_memory(con, out_dir / ".spill")
-        snapshot = wh.snapshot(compaction.COMPACTED_TABLES)
-        compaction.write_missing(wh, snapshot, con, raw_relation, progress)
-    except duckdb.Error as exc:
-        raise QueryError(f"compacting the days of many sources: {_one_line(exc)}") from exc
-    finally:
-        con.close()
-
-
-def _write_view(
-    con: duckdb.DuckDBPyConnection,
-    name: str,
-    tmp: Path,
-    group_segments: int,
-    progress: Callable[[str], None] | None,
-) -> int:
-    """Write view `name` to `tmp`: one Parquet file, or for request_prefix on a warehouse of
-    more than `group_segments` segments a directory of parts, one per group of cache scopes
-    (pipeline/prefix_groups.py). Returns the rows written."""
-    if name == prefix_groups.GROUPED_VIEW:
-        groups = prefix_groups.group_count(con, group_segments)
-        if groups > 1:
-            return prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
-    written = con.execute(
-        f"COPY (SELECT * FROM {_quoted(name)}{stored_order(name)}) "
-        f"TO '{_path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
-    ).fetchall()
-    return int(written[0][0]) if written else 0
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
-
-
-def stored_order(name: str) -> str:
-    """Rows of a stored view in started_at order: a period read (reports, summary) then skips
-    the row groups outside its days by their min/max statistics."""
-    if "started_at" in schema.load(name).names:
-        return " ORDER BY started_at NULLS LAST"
-    return ""
-
-
 def build_memory_limit() -> int:
     """Bytes a build may hold in memory: BUILD_MEMORY_LIMIT_BYTES, or half of a smaller RAM."""
     try:
@@ -690,14 +513,6 @@ def _limit_read_memory(con: duckdb.DuckDBPyConnection, cap: int | None = None) -
     limit = build_memory_limit() if cap is None else min(cap, build_memory_limit())
     con.execute("SET temp_directory = ?", [str(spill)])
     con.execute("SET memory_limit = ?", [f"{limit // 1024**2}MiB"])
-
-
-def _limit_build_memory(con: duckdb.DuckDBPyConnection, spill_dir: Path) -> None:
-    # Row order of a derived file carries no meaning; keeping it would cost memory in sorts.
-    con.execute("SET preserve_insertion_order = false")
-    con.execute("SET temp_directory = ?", [str(spill_dir)])
-    con.execute("SET memory_limit = ?", [f"{build_memory_limit() // 1024**2}MiB"])
-    con.execute("SET enable_progress_bar = false")
 
 
 def _path_literal(path: Path) -> str:

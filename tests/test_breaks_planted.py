@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import sql
+from pipeline import materialise, sql
 from pipeline.demo import write_demo
 from pipeline.diagnose import planted_precision_recall
 from pipeline.ingest import ingest
@@ -90,9 +90,9 @@ def test_diagnose_built_views_are_reused_until_an_input_changes(
     demo: tuple[Warehouse, Path],
 ) -> None:
     wh, _ = demo
-    first = sql.build(wh)
+    first = materialise.build(wh)
     assert {r.name for r in first if r.rebuilt} == set(sql.MATERIALISED)
-    assert not any(r.rebuilt for r in sql.build(wh))
+    assert not any(r.rebuilt for r in materialise.build(wh))
     con = sql.connect(wh)
     text = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'cache_breaks'").fetchone()
     assert text is not None and "read_parquet" in text[0]

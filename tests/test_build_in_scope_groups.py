@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline import prefix_groups, sql
+from pipeline import materialise, prefix_groups, sql
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.period import Period
@@ -35,7 +35,7 @@ def unsplit(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     unkeyed.write_text(text, encoding="utf-8")
     wh = Warehouse(root / "wh")
     ingest([keyed, unkeyed], wh)
-    sql.build(wh)
+    materialise.build(wh)
     return wh
 
 
@@ -43,7 +43,9 @@ def _split_copy(unsplit: Warehouse, tmp_path: Path, lines: list[str] | None = No
     wh = Warehouse(tmp_path / "split")
     shutil.copytree(unsplit.root, wh.root)
     shutil.rmtree(wh.root / sql.DERIVED_DIR)
-    sql.build(wh, group_segments=SMALL_GROUPS, progress=None if lines is None else lines.append)
+    materialise.build(
+        wh, group_segments=SMALL_GROUPS, progress=None if lines is None else lines.append
+    )
     return wh
 
 
@@ -96,7 +98,7 @@ def test_the_parts_of_a_build_in_groups_are_read_as_the_stored_view(
 ) -> None:
     split = _split_copy(unsplit, tmp_path)
     assert sql.fresh_derived(split, "request_prefix") == sql.derived_path(split, "request_prefix")
-    assert sql.nothing_to_build(split, list(sql.MATERIALISED), sql.SqlOptions(), False)
+    assert materialise.nothing_to_build(split, list(sql.MATERIALISED), sql.SqlOptions(), False)
     # the work files of the groups are gone; only the views and their stamps stay
     left = sorted(p.name for p in (split.root / sql.DERIVED_DIR).iterdir() if p.name != ".spill")
     assert left == sorted(
@@ -122,7 +124,7 @@ def test_a_warehouse_under_the_group_size_is_built_in_one_piece(
     shutil.copytree(unsplit.root, wh.root)
     shutil.rmtree(wh.root / sql.DERIVED_DIR)
     lines: list[str] = []
-    sql.build(wh, progress=lines.append)
+    materialise.build(wh, progress=lines.append)
     assert sql.derived_path(wh, "request_prefix").is_file() and lines == []
 
 
@@ -138,7 +140,7 @@ def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
 
     monkeypatch.setattr(prefix_groups, "_write_count", fail)
     with pytest.raises(Exception, match="building request_prefix: Out of Memory"):
-        sql.build(wh, force=True, group_segments=SMALL_GROUPS)
+        materialise.build(wh, force=True, group_segments=SMALL_GROUPS)
     assert sql.derived_path(wh, "request_prefix").read_bytes() == before
     hidden = [p.name for p in (wh.root / sql.DERIVED_DIR).iterdir() if p.name.startswith(".")]
     assert hidden in ([], [".spill"])

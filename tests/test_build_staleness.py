@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import sql
+from pipeline import materialise, sql
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
@@ -39,7 +39,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     providers.write_text(GATEWAY_MAP, encoding="utf-8")
     built = Warehouse(root / "built")
     ingest([demo], built)
-    sql.build(built)
+    materialise.build(built)
     return {"gateway": gateway, "other": other, "map": providers, "built": built.root}
 
 
@@ -73,7 +73,7 @@ def test_a_forced_reingest_with_a_provider_map_makes_the_built_views_stale(
 ) -> None:
     wh = Warehouse(tmp_path / "wh")
     ingest([inputs["gateway"]], wh)
-    sql.build(wh)
+    materialise.build(wh)
     assert all(sql.fresh_derived(wh, name) is not None for name in sql.MATERIALISED)
     # README: after changing the provider map, re-ingest with --force. Same file, same key.
     ingest([inputs["gateway"]], wh, force=True, providers_file=inputs["map"])
@@ -84,7 +84,7 @@ def test_a_forced_reingest_with_a_provider_map_makes_the_built_views_stale(
     ).fetchall()
     assert ("gw.internal",) not in providers
     assert ("deepseek",) in providers
-    rebuilt = {r.name for r in sql.build(wh) if r.rebuilt}
+    rebuilt = {r.name for r in materialise.build(wh) if r.rebuilt}
     assert rebuilt == set(sql.MATERIALISED)
 
 
@@ -93,7 +93,7 @@ def test_a_forced_reingest_with_content_after_one_without_makes_the_built_views_
 ) -> None:
     wh = Warehouse(tmp_path / "wh")
     ingest([inputs["gateway"]], wh, keep_content=False)
-    sql.build(wh)
+    materialise.build(wh)
     ingest([inputs["gateway"]], wh, force=True)
     assert sql.fresh_derived(wh, "cache_breaks") is None
     con = sql.connect(wh, only=["cache_breaks"])
@@ -119,14 +119,14 @@ def test_an_ingest_landing_while_a_build_runs_is_never_stamped_into_a_view_witho
         return con
 
     monkeypatch.setattr(sql, "connect", connect_then_ingest)
-    sql.build(wh)
+    materialise.build(wh)
     monkeypatch.setattr(sql, "connect", real_connect)
     landed[0].join(timeout=60)
     assert not landed[0].is_alive()
     for name in sql.MATERIALISED:
         if sql.fresh_derived(wh, name) is not None:
             assert _stored_rows(wh, name) == _recomputed_rows(wh, name), name
-    sql.build(wh)
+    materialise.build(wh)
     for name in ("request_prefix", "conversations"):
         assert sql.fresh_derived(wh, name) is not None
         assert _stored_rows(wh, name) == _recomputed_rows(wh, name)
@@ -147,7 +147,7 @@ def test_a_build_waits_for_a_running_ingest_and_says_so(
     holder = threading.Thread(target=running_ingest)
     holder.start()
     assert locked.wait(timeout=10)
-    builder = threading.Thread(target=sql.build, args=(wh,))
+    builder = threading.Thread(target=materialise.build, args=(wh,))
     builder.start()
     time.sleep(1.0)
     still_waiting = builder.is_alive()
@@ -169,7 +169,7 @@ def test_a_build_with_every_view_up_to_date_takes_no_lock(
         raise PermissionError(f"cannot use {self.root}/.ingest.lock: Read-only file system")
 
     monkeypatch.setattr(Warehouse, "lock", no_lock)  # as on a read-only mount
-    assert not any(r.rebuilt for r in sql.build(wh))
+    assert not any(r.rebuilt for r in materialise.build(wh))
 
 
 def test_a_spark_build_with_every_view_up_to_date_starts_no_session_and_takes_no_lock(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import compaction, sql
+from pipeline import compaction, materialise, sql
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.period import day_of
@@ -66,7 +66,7 @@ def test_a_build_copies_each_day_of_many_parts_into_one_file_and_reads_give_the_
     assert many
     assert _read_copies(wh, "requests") == []
 
-    sql.build(wh)
+    materialise.build(wh)
 
     for table in compaction.COMPACTED_TABLES:
         copies = _read_copies(wh, table)
@@ -80,7 +80,7 @@ def test_a_build_copies_each_day_of_many_parts_into_one_file_and_reads_give_the_
 def test_an_ingest_into_a_copied_day_is_read_at_once_and_the_next_build_copies_it_again(
     wh: Warehouse, ingested: tuple[Path, Path]
 ) -> None:
-    sql.build(wh)
+    materialise.build(wh)
     first = _read_copies(wh, "requests")
     long_ago = time.time() - 10 * REPLACED_GRACE_S
     for path in first:  # written long ago: their grace counts from when they are superseded
@@ -91,19 +91,19 @@ def test_an_ingest_into_a_copied_day_is_read_at_once_and_the_next_build_copies_i
     assert count == (len((ingested[1].parent / "demo.jsonl").read_bytes().splitlines()),)
     expected = _rows(wh)
 
-    sql.build(wh)
+    materialise.build(wh)
     second = set(_read_copies(wh, "requests"))
     assert second and not second & set(first)
     assert _rows(wh) == expected
     # the superseded copies stay for readers that listed them, until the grace is over
     assert all(p.exists() for p in first)
-    sql.build(wh, force=True)
+    materialise.build(wh, force=True)
     assert all(p.exists() for p in first)
     markers = [p.with_name(p.name + compaction.SUPERSEDED) for p in first]
     grace_over = time.time() - REPLACED_GRACE_S - 1
     for marker in markers:
         os.utime(marker, (grace_over, grace_over))
-    sql.build(wh, force=True)
+    materialise.build(wh, force=True)
     assert not any(p.exists() for p in first + markers)
     assert all(p.exists() for p in second)
 
@@ -112,7 +112,7 @@ def test_a_warehouse_of_few_sources_gets_no_copies(tmp_path: Path) -> None:
     write_demo(tmp_path / "demo.jsonl", seed=7, sessions=4)
     wh = Warehouse(tmp_path / "wh")
     ingest([tmp_path / "demo.jsonl"], wh, workers=1)
-    sql.build(wh)
+    materialise.build(wh)
     assert not (wh.root / compaction.COMPACT_DIR).exists()
 
 
@@ -122,7 +122,7 @@ def test_the_duckdb_file_reads_the_copies_and_sees_the_same_rows(wh: Warehouse) 
     from pipeline import warehouse_db
 
     expected = _rows(wh)
-    sql.build(wh)
+    materialise.build(wh)
     assert warehouse_db.refresh(wh).startswith("DuckDB clients")
     with duckdb.connect(str(wh.root / warehouse_db.DB_NAME), read_only=True) as con:
         for table in TABLES_READ:
@@ -140,7 +140,7 @@ def test_records_already_in_a_copied_day_are_found_duplicate_through_the_copy(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sql.build(wh)
+    materialise.build(wh)
     before = _rows(wh)
     found: list[Path] = []
     copy_of = compaction.copy_of
@@ -165,7 +165,7 @@ def test_a_capture_replacing_its_earlier_version_is_not_checked_against_a_copy_h
     wh: Warehouse, ingested: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """A --force re-ingest: its old rows are in the copies, but they are its own old version."""
-    sql.build(wh)
+    materialise.build(wh)
     before = _rows(wh)
     result = ingest([ingested[0].parent / "capture-03.jsonl"], wh, workers=1, force=True)
     assert result.total("duplicates") == 0
@@ -179,7 +179,7 @@ def test_a_damaged_copy_is_named_with_how_to_recover_and_reads_go_on_without_it(
     from pipeline.errors import WarehouseError
 
     expected = _rows(wh)
-    sql.build(wh)
+    materialise.build(wh)
     damaged = _read_copies(wh, "requests")[0]
     damaged.write_bytes(b"not parquet")
     with pytest.raises(WarehouseError, match="not a readable Parquet part") as caught:

@@ -101,7 +101,7 @@ def test_diagnose_on_a_read_only_warehouse_computes_the_views_in_memory_and_says
 ) -> None:
     import errno
 
-    from pipeline import diagnose, sql
+    from pipeline import diagnose, materialise
     from pipeline.ingest import ingest
     from pipeline.warehouse import Warehouse
 
@@ -111,7 +111,9 @@ def test_diagnose_on_a_read_only_warehouse_computes_the_views_in_memory_and_says
     def read_only(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.EROFS, "Read-only file system", str(wh.root / "derived"))
 
-    monkeypatch.setattr(sql, "build", read_only)  # as on a read-only mount, views not stored
+    monkeypatch.setattr(
+        materialise, "build", read_only
+    )  # as on a read-only mount, views not stored
     turns = diagnose.timeline(wh, requests=["sys-2"])
     assert any(t.request_id == "sys-2" and t.cause == "system_changed" for t in turns)
     assert "computing them in memory" in capsys.readouterr().err

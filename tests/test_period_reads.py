@@ -12,7 +12,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import cache_rules, sql
+from pipeline import cache_rules, materialise, sql
 from pipeline.demo import write_demo
 from pipeline.errors import WarehouseError
 from pipeline.ingest import ingest
@@ -79,7 +79,7 @@ EXPECTED_READS = {"report_provider_gap": None, "report_weekly_cost": "left_on_ta
 
 
 def test_with_stored_views_a_period_read_gives_the_weeks_rows_a_whole_read_gives(wh) -> None:
-    sql.build(wh)
+    materialise.build(wh)
     whole = sql.connect(wh)
     views = [v for v in weekly_views() if v in sql.load_queries() and v not in HISTORY_WIDE]
     assert "report_findings" in views and "report_provider_gap" in views
@@ -126,7 +126,7 @@ def test_a_weekly_report_opens_no_part_of_the_days_before_its_margin(
     # computed views look back as far as DeepSeek's 3-day lookback; stored ones only as far as
     # the longest cache lifetime (OpenAI's 24 hours)
     if built:
-        sql.build(wh)
+        materialise.build(wh)
     generate_weekly(wh, tmp_path / "before", WeekSelection(week="2026-W48"), now=NOW)
     assert wreck_parts_before(wh, W48.monday - timedelta(days=margin)) > 0
 
@@ -163,7 +163,7 @@ def test_summary_and_findings_since_a_day_read_from_that_day_on(wh: Warehouse, c
 
 
 def test_stored_views_are_written_in_start_order_so_a_period_skips_row_groups(wh) -> None:
-    sql.build(wh)
+    materialise.build(wh)
     for name in sql.MATERIALISED:
         starts = pq.read_table(sql.derived_path(wh, name), columns=["started_at"]).column(0)
         values = starts.to_pylist()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from pipeline import build_first, sql
+from pipeline import build_first, materialise, sql
 from pipeline.errors import QueryError
 from pipeline.ingest import ingest
 from pipeline.warehouse import LOCK_NAME, Warehouse
@@ -128,7 +128,7 @@ def test_a_read_where_the_views_cannot_be_stored_computes_them_in_memory_and_say
     def cannot(*args: object, **kwargs: object) -> None:
         raise failure
 
-    monkeypatch.setattr(sql, "build", cannot)
+    monkeypatch.setattr(materialise, "build", cannot)
     said: list[str] = []
     assert build_first.store_stale_views(Warehouse(wh), ["findings"], say=said.append) == []
     assert said[-1].startswith(f"warning: cannot store the views in {wh} (")

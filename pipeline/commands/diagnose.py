@@ -96,7 +96,7 @@ def build(
 
     With --engine spark the same queries/*.sql run as Spark SQL (translated by sqlglot) and
     write the same derived/*.parquet, which `sql`, `diagnose` and `report` read with DuckDB."""
-    from pipeline import sql
+    from pipeline import materialise
     from pipeline.engines import engine_from, master_from
     from pipeline.warehouse import Warehouse
 
@@ -110,7 +110,7 @@ def build(
             master_from(spark_master), Warehouse(warehouse), options=options, force=force
         )
     else:
-        results = sql.build(
+        results = materialise.build(
             Warehouse(warehouse),
             options=options,
             force=force,

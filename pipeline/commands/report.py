@@ -71,10 +71,10 @@ def weekly(
         until=_date(until, "--until"),
         all_weeks=all_weeks,
     )
-    from pipeline import sql
+    from pipeline import materialise
 
     wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
-    if not sql.stored_views_current(wh, options):
+    if not materialise.stored_views_current(wh, options):
         err(
             "note: views not built since the last ingest: each page computes them from its own"
             " days (docs/reports.md); `cacheaudit build` first gives figures from the whole"

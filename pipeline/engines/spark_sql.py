@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import schema, sql
+from pipeline import materialise, schema, sql
 from pipeline.engines.spark_translate import Step, Variables, spark_type, translate_steps
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql import TABLE_PROVIDERS, Query, SqlOptions, creation_order, load_queries
@@ -316,8 +316,8 @@ def build_derived(
     options: SqlOptions | None = None,
     names: Iterable[str] | None = None,
     force: bool = False,
-) -> list[sql.BuildResult]:
-    """`pipeline.sql.build` on Spark: the same derived files for DuckDB to read.
+) -> list[materialise.BuildResult]:
+    """`pipeline.materialise.build` on Spark: the same derived files for DuckDB to read.
 
     Each stale view of `sql.MATERIALISED` (and those it reads) is computed on Spark and stored as
     `<warehouse>/derived/<view>.parquet/` (a directory of parts) with its `<view>.stamp.json`;
@@ -327,12 +327,12 @@ def build_derived(
     queries = load_queries()
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
-    order = sql.materialised_order(names, queries)
-    if (reused := sql.nothing_to_build(wh, order, options, force)) is not None:
+    order = materialise.materialised_order(names, queries)
+    if (reused := materialise.nothing_to_build(wh, order, options, force)) is not None:
         return reused
-    # As `sql.build`: the lock held shared keeps an ingest from landing while Spark reads, and
-    # the stamps come from the state taken before Spark lists the files, so a stored view is
-    # never marked as covering rows it did not read
+    # As `materialise.build`: the lock held shared keeps an ingest from landing while Spark
+    # reads, and the stamps come from the state taken before Spark lists the files, so a stored
+    # view is never marked as covering rows it did not read
     with wh.lock(shared=True):
         state = sql.warehouse_state(wh)
         current = (
@@ -356,7 +356,7 @@ def build_derived(
             results = []
             for name in order:
                 if name in stored:
-                    results.append(sql.BuildResult(name, False, -1, 0.0))
+                    results.append(materialise.BuildResult(name, False, -1, 0.0))
                     continue
                 b = built[name]
                 _replace(Path(b.path), sql.derived_path(wh, name))
@@ -368,7 +368,7 @@ def build_derived(
                 stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
                 stamp_tmp.write_text(json.dumps(stamp, indent=1), encoding="utf-8")
                 stamp_tmp.replace(sql.stamp_path(wh, name))
-                results.append(sql.BuildResult(name, True, b.rows, b.seconds))
+                results.append(materialise.BuildResult(name, True, b.rows, b.seconds))
             return results
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -383,14 +383,16 @@ def _replace(new: Path, path: Path) -> None:
     new.replace(path)
 
 
-def build_on(master: str, wh: Warehouse, **kwargs: Any) -> list[sql.BuildResult]:
+def build_on(master: str, wh: Warehouse, **kwargs: Any) -> list[materialise.BuildResult]:
     """`build_derived` in a Spark session on `master`, stopped afterwards (the CLI's entry)."""
     from pipeline.engines.spark_session import get_session
 
     # nothing stale: no Spark session (nor lock) to start
-    order = sql.materialised_order(kwargs.get("names"), load_queries())
+    order = materialise.materialised_order(kwargs.get("names"), load_queries())
     options = kwargs.get("options") or SqlOptions()
-    if (reused := sql.nothing_to_build(wh, order, options, bool(kwargs.get("force")))) is not None:
+    if (
+        reused := materialise.nothing_to_build(wh, order, options, bool(kwargs.get("force")))
+    ) is not None:
         return reused
     spark = get_session(master, app_name="cacheaudit build")
     try:

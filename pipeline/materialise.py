@@ -1,0 +1,210 @@
+"""`cacheaudit build`: compute the heavy views of `sql.MATERIALISED` and store them.
+
+Each stale view (its stamp, `sql.view_stamp`, differs from the one stored beside it) is written
+to `<warehouse>/derived/<view>.parquet` with its stamp, under the warehouse lock held shared, so
+that no ingest lands between the rows read and the stamp stored; `sql.connect` then reads the
+stored rows while the stamp matches. request_prefix is computed one group of cache scopes at a
+time on large warehouses (pipeline/prefix_groups.py), and the days that many small sources
+split into many parts are copied into one file first (pipeline/compaction.py). pipeline/sql.py
+says what a stamp digests and how sessions read the stored views.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from pipeline import compaction, prefix_groups, schema, sql
+from pipeline.errors import NotFoundError, QueryError
+from pipeline.warehouse import Warehouse
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    name: str
+    rebuilt: bool
+    rows: int
+    seconds: float
+
+
+def materialised_order(names: Iterable[str] | None, queries: dict[str, sql.Query]) -> list[str]:
+    """The stored views a build of `names` (default: all of sql.MATERIALISED) writes, with those
+    they read, in creation order."""
+    targets = sql.needed(names if names is not None else sql.MATERIALISED, queries)
+    return [n for n in sql.creation_order(queries) if n in targets and n in sql.MATERIALISED]
+
+
+def nothing_to_build(
+    wh: Warehouse, order: list[str], options: sql.SqlOptions, force: bool
+) -> list[BuildResult] | None:
+    """Every view of `order` reported as reused when each is stored and current (and the build
+    is not forced), else None. Then a build, on any engine, writes nothing and takes no lock
+    (which needs a writable warehouse, and waits for an ingest)."""
+    if force or not wh.exists():
+        return None
+    state = sql.warehouse_state(wh)
+    if any(sql._stored_stamp(wh, n) != sql.view_stamp(wh, n, options, state=state) for n in order):
+        return None
+    return [BuildResult(name, False, -1, 0.0) for name in order]
+
+
+def stored_views_current(wh: Warehouse, options: sql.SqlOptions | None = None) -> bool:
+    """Whether `build` stored every materialised view since the last ingest: period reads
+    then take conversations, breaks and expected reads from the whole history."""
+    order = materialised_order(None, sql.load_queries())
+    return nothing_to_build(wh, order, options or sql.SqlOptions(), force=False) is not None
+
+
+def build(
+    wh: Warehouse,
+    *,
+    options: sql.SqlOptions | None = None,
+    names: Iterable[str] | None = None,
+    force: bool = False,
+    group_segments: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    wait: bool = True,
+) -> list[BuildResult]:
+    """Write each materialised view (and those it reads) whose stamp is stale.
+
+    `group_segments`: past this many segments (default prefix_groups.GROUP_SEGMENTS)
+    request_prefix is computed one group of cache scopes at a time (pipeline/prefix_groups.py).
+    `progress` gets a line per step of that.
+
+    Holds the warehouse lock shared: an ingest landing while the views are computed would
+    otherwise have its manifest in the stamp of rows read before it. A build waits
+    for a running ingest, and an ingest for a running build; without `wait`, a running ingest
+    raises WarehouseBusy instead."""
+    options = options or sql.SqlOptions()
+    queries = sql.load_queries()
+    targets = sql.needed(names if names is not None else sql.MATERIALISED, queries)
+    order = materialised_order(names, queries)
+    if not wh.exists():
+        raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
+    if (reused := nothing_to_build(wh, order, options, force)) is not None:
+        return reused
+    out_dir = wh.root / sql.DERIVED_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def waiting() -> None:
+        print(f"waiting for the ingest into {wh.root} to finish", file=sys.stderr)
+
+    with wh.lock(shared=True, on_wait=waiting, wait=wait):
+        per_group = group_segments or prefix_groups.GROUP_SEGMENTS
+        return _build_locked(wh, options, order, targets, force, per_group, progress)
+
+
+def _build_locked(
+    wh: Warehouse,
+    options: sql.SqlOptions,
+    order: list[str],
+    targets: set[str],
+    force: bool,
+    group_segments: int,
+    progress: Callable[[str], None] | None,
+) -> list[BuildResult]:
+    # The stamps come from the state taken before the connection lists the Parquet parts:
+    # even without the lock, a stamp could then only be older than the rows, never newer.
+    state = sql.warehouse_state(wh)
+    stamps = {name: sql.view_stamp(wh, name, options, state=state) for name in order}
+    out_dir = wh.root / sql.DERIVED_DIR
+    _compact(wh, out_dir, progress)  # first: the views below then read the copies
+    con = sql.connect(wh, options=options, use_derived=not force, only=targets)
+    _limit_build_memory(con, out_dir / ".spill")
+    results: list[BuildResult] = []
+    for name in order:
+        stamp = stamps[name]
+        if not force and sql._stored_stamp(wh, name) == stamp:
+            results.append(BuildResult(name, False, -1, 0.0))
+            continue
+        start = time.perf_counter()
+        path = sql.derived_path(wh, name)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            rows = _write_view(con, name, tmp, group_segments, progress)
+        except duckdb.Error as exc:
+            _remove(tmp)
+            raise QueryError(f"building {name}: {sql._one_line(exc)}") from exc
+        except BaseException:
+            _remove(tmp)
+            raise
+        if path.is_dir() or tmp.is_dir():
+            # a directory of parts (split by scope, or another engine's) cannot be swapped
+            # in one step; a file replacing a file is
+            _remove(path)
+        tmp.replace(path)
+        stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
+        stamp_tmp.write_text(
+            json.dumps({"view": name, "stamp": stamp, "rows": rows}, indent=1), encoding="utf-8"
+        )
+        stamp_tmp.replace(sql.stamp_path(wh, name))
+        # later views read the stored result instead of recomputing this one
+        sql.view_from_parquet(con, name, path)
+        results.append(BuildResult(name, True, rows, time.perf_counter() - start))
+    return results
+
+
+def _compact(wh: Warehouse, out_dir: Path, progress: Callable[[str], None] | None) -> None:
+    """Copy each day that many small sources split into many parts into one file."""
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        _limit_build_memory(con, out_dir / ".spill")
+        snapshot = wh.snapshot(compaction.COMPACTED_TABLES)
+        compaction.write_missing(wh, snapshot, con, sql.raw_relation, progress)
+    except duckdb.Error as exc:
+        raise QueryError(f"compacting the days of many sources: {sql._one_line(exc)}") from exc
+    finally:
+        con.close()
+
+
+def _write_view(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    tmp: Path,
+    group_segments: int,
+    progress: Callable[[str], None] | None,
+) -> int:
+    """Write view `name` to `tmp`: one Parquet file, or for request_prefix on a warehouse of
+    more than `group_segments` segments a directory of parts, one per group of cache scopes
+    (pipeline/prefix_groups.py). Returns the rows written."""
+    if name == prefix_groups.GROUPED_VIEW:
+        groups = prefix_groups.group_count(con, group_segments)
+        if groups > 1:
+            return prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
+    written = con.execute(
+        f"COPY (SELECT * FROM {sql._quoted(name)}{stored_order(name)}) "
+        f"TO '{sql._path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
+    ).fetchall()
+    return int(written[0][0]) if written else 0
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def stored_order(name: str) -> str:
+    """Rows of a stored view in started_at order: a period read (reports, summary) then skips
+    the row groups outside its days by their min/max statistics."""
+    if "started_at" in schema.load(name).names:
+        return " ORDER BY started_at NULLS LAST"
+    return ""
+
+
+def _limit_build_memory(con: duckdb.DuckDBPyConnection, spill_dir: Path) -> None:
+    # Row order of a derived file carries no meaning; keeping it would cost memory in sorts.
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET temp_directory = ?", [str(spill_dir)])
+    con.execute("SET memory_limit = ?", [f"{sql.build_memory_limit() // 1024**2}MiB"])
+    con.execute("SET enable_progress_bar = false")
