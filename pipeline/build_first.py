@@ -90,16 +90,19 @@ def store_stale_views(
 
 def views_read_by(statement: str) -> set[str]:
     """The views of queries/ a user's SQL reads: the tables DuckDB's parser finds in each
-    statement (a name in a string or a comment is none), or where it cannot tell, every view
-    named as a word (`sql.views_named_in`); none for a statement that reads the catalog."""
+    statement (a name in a string or a comment is none); where it finds them only by binding
+    and that fails, every view named as a word (`sql.views_named_in`); none for a statement
+    that reads the catalog, or that does not parse (the run reports it, nothing to build)."""
     queries = sql.load_queries()
     try:
         found: set[str] = set()
         for part in duckdb.extract_statements(statement):
             found |= duckdb.get_table_names(part.query)
+    except duckdb.ParserException:
+        return set()
     except duckdb.Error:
         return sql.views_named_in(statement) or set()
-    return {name for name in found if name in queries}
+    return {name.lower() for name in found} & queries.keys()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -17,7 +17,7 @@ The parts stay the data: the manifests, staleness stamps of stored views and re-
 only them, and removing `derived/` loses nothing. The copies cost disk (the days' requests
 and segments once more, written smaller: 30 MB of parts made 8.5 MB of copies). A superseded
 copy is kept REPLACED_GRACE_S after a build first finds it superseded, for readers that listed
-it, then the next build removes it.
+it, then the next build that stores views (after an ingest, or --force) removes it.
 """
 
 from __future__ import annotations
@@ -156,22 +156,26 @@ def _remove_superseded(wh: Warehouse, table: str, current: set[Path]) -> None:
     if not base.is_dir():
         return
     cutoff = time.time() - REPLACED_GRACE_S
+    # Builds may run side by side (each holds the lock shared): a file or folder this one
+    # lists may be gone by the time it is touched.
     for path in base.rglob("*.parquet"):
-        if path in current:
-            continue
         marker = path.with_name(path.name + SUPERSEDED)
-        try:
-            if not marker.exists():
+        with contextlib.suppress(FileNotFoundError):
+            if path in current:
+                marker.unlink(missing_ok=True)  # current again: a later supersession counts anew
+            elif not marker.exists():
                 marker.touch()
             elif marker.stat().st_mtime < cutoff:
                 path.unlink(missing_ok=True)
                 marker.unlink()
-        except FileNotFoundError:
-            continue  # another build removed it meanwhile
+    for marker in base.rglob("*" + SUPERSEDED):  # its copy was removed by other means
+        if not marker.with_name(marker.name.removesuffix(SUPERSEDED)).exists():
+            marker.unlink(missing_ok=True)
     for path in base.rglob(".*.tmp"):
         with contextlib.suppress(FileNotFoundError):
             if path.stat().st_mtime < cutoff:
                 path.unlink()
     for folder in base.iterdir():
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+        with contextlib.suppress(OSError):  # not empty, or removed meanwhile
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()

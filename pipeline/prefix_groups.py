@@ -57,7 +57,7 @@ def write_in_groups(
 ) -> int:
     """Write request_prefix as part files in the directory `out`, one per non-empty group of
     scopes; returns the rows written."""
-    # sql imports this module at its top: the other way round only here
+    # materialise imports this module at its top: the other way round only here
     from pipeline import materialise, sql
 
     queries = sql.load_queries()

@@ -187,3 +187,18 @@ def test_a_damaged_copy_is_named_with_how_to_recover_and_reads_go_on_without_it(
     assert caught.value.hint is not None and caught.value.hint.startswith("delete it")
     damaged.unlink()
     assert _rows(wh) == expected
+
+
+def test_a_marker_whose_copy_was_removed_by_hand_goes_at_the_next_build(
+    wh: Warehouse, ingested: tuple[Path, Path]
+) -> None:
+    materialise.build(wh)
+    first = _read_copies(wh, "requests")
+    ingest([ingested[1]], wh, workers=1)
+    materialise.build(wh)  # supersedes the first copies: markers beside them
+    markers = [p.with_name(p.name + compaction.SUPERSEDED) for p in first]
+    assert all(m.exists() for m in markers)
+    for path in first:
+        path.unlink()
+    materialise.build(wh, force=True)
+    assert not any(m.exists() for m in markers)

@@ -171,8 +171,12 @@ def test_the_views_a_statement_reads_are_found_by_the_parser() -> None:
     }
     assert build_first.views_read_by("select 1; select * from findings") == {"findings"}
     assert build_first.views_read_by("show tables") == set()
-    # a statement the parser rejects: the names it holds as words, for the run to report on
-    assert build_first.views_read_by("selec * from findings") == {"findings"}
+    assert build_first.views_read_by("SELECT * FROM Findings") == {"findings"}
+    # a statement that does not parse: the run reports it, nothing is built for it
+    assert build_first.views_read_by("selec * from findings") == set()
+    # the tables of a join USING are found by binding it: without a session, the words
+    joined = "select * from (select * from cache_breaks) join requests using (request_id)"
+    assert build_first.views_read_by(joined) == {"cache_breaks", "requests"}
 
 
 def test_a_read_with_its_own_rules_builds_nothing(wh: Path, tmp_path: Path) -> None:
