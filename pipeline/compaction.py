@@ -83,15 +83,11 @@ def _wanted(wh: Warehouse, table: str, files: list[Path]) -> dict[date, tuple[li
 
 def copy_of(wh: Warehouse, table: str, parts: list[Path]) -> Path | None:
     """The copy that holds exactly the rows of `parts` (the parts of one day), if built."""
-    days = {day_of(p) for p in parts}
-    if len(parts) < MIN_PARTS or len(days) != 1 or None in days:
-        return None
-    stamp = _stamp(wh, table, parts)
-    (day,) = days
-    if stamp is None or day is None:
-        return None
-    path = copy_path(wh, table, day, stamp)
-    return path if path.exists() else None
+    wanted = list(_wanted(wh, table, parts).values())
+    if len(wanted) != 1 or len(wanted[0][0]) != len(parts):
+        return None  # not one known day worth a copy
+    copy = wanted[0][1]
+    return copy if copy.exists() else None
 
 
 def substitute(wh: Warehouse, snapshot: dict[str, list[Path]]) -> dict[str, list[Path]]:
@@ -104,8 +100,8 @@ def substitute(wh: Warehouse, snapshot: dict[str, list[Path]]) -> dict[str, list
             continue
         replaced: set[Path] = set()
         copies: list[Path] = []
-        for parts in _days(files).values():
-            if (copy := copy_of(wh, table, parts)) is not None:
+        for parts, copy in _wanted(wh, table, files).values():
+            if copy.exists():
                 replaced.update(parts)
                 copies.append(copy)
         if copies:
