@@ -109,8 +109,10 @@ def drop_duplicates(warehouse: Warehouse, pending: Mapping[str, Counted]) -> int
 
 
 def _request_ids(parts: list[Path]) -> pa.ChunkedArray:
-    # cast: a part written by another engine may store the ids as large_string
-    columns = [pq.read_table(p, columns=["request_id"])[0].cast(pa.string()) for p in parts]
+    # cast: a part written by another engine may store the ids as large_string. ParquetFile
+    # rather than read_table, which builds a dataset per file: 0.8 ms a part against 2 ms, and
+    # a day of hourly sources read without its compacted copy has a hundred parts.
+    columns = [pq.ParquetFile(p).read(columns=["request_id"])[0].cast(pa.string()) for p in parts]
     return pa.chunked_array([c for col in columns for c in col.chunks], pa.string())
 
 

@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
-from pipeline import schema
+from pipeline import manifest_cache, schema
 from pipeline.errors import WarehouseBusy, WarehouseError
 
 TABLES = ("requests", "segments", "segment_content", "rejects", "sources")
@@ -351,8 +351,10 @@ class Warehouse:
     def manifest_index(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Source hash -> (stem, manifest row) of every live source. A capture that grew is
         under the key of its first ingest, so a source is found by its hash, not its key: read
-        once per ingest (under its lock, nothing else changes the manifest meanwhile)."""
-        rows_of = self._manifest_rows(sorted(self.live_stems()))
+        once per ingest (under its lock, nothing else changes the manifest meanwhile), the
+        files unchanged since the last ingest from its index (pipeline/manifest_cache.py)."""
+        stems = sorted(self.live_stems())
+        rows_of = manifest_cache.rows_of(self.root / "sources", stems, self._manifest_rows)
         index: dict[str, tuple[str, dict[str, Any]]] = {}
         for stem in sorted(rows_of):
             index.update((str(row["source_hash"]), (stem, row)) for row in rows_of[stem])
