@@ -21,8 +21,9 @@ queue, so memory is bounded by workers x (task + buffers) whatever the input siz
 
 Invariant, per file and in total: records = accepted + rejected + skipped.
 
-The steps have a module each: pipeline/ingest_plan.py (files -> tasks), ingest_worker.py
-(tasks -> rows -> parts, in one process) and ingest_pool.py (the worker processes and the
+The steps have a module each: pipeline/ingest_claims.py (which source a file is: unchanged,
+grown or new), ingest_plan.py (files -> tasks), ingest_worker.py (tasks -> rows, in one
+process), ingest_buffers.py (rows -> parts) and ingest_pool.py (the worker processes and the
 run's counts). This module runs an ingest: which files to read, the manifests, the rejects.
 """
 
@@ -36,17 +37,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import xxhash
 
 from pipeline import __version__, providers
 from pipeline.errors import InputError, UsageError
+from pipeline.ingest_claims import Manifest, claim, new_generation, resolved_path
 from pipeline.ingest_plan import (
     MAX_RECORD_BYTES,
     FileResult,
     Task,
-    file_windows,
     har_batches,
     hash_and_size,
     plan,
@@ -70,9 +70,6 @@ class IngestResult:
         return sum(getattr(f, attr) for f in self.files)
 
 
-Manifest = dict[str, tuple[str, dict[str, Any]]]  # `Warehouse.manifest_index`
-
-
 def _work_estimate(path: Path) -> int:
     """Bytes of content a file holds, roughly: a compressed capture holds several times its size
     (a 5 MB zstd file of 250 MB of traffic must not be ingested on one core)."""
@@ -81,65 +78,6 @@ def _work_estimate(path: Path) -> int:
         return size * COMPRESSION_GUESS if size and compression_of(path) else size
     except OSError:
         return 0
-
-
-def resolved_path(path: Path | str) -> str:
-    """The file's absolute path with symlinks resolved: the same for every working directory
-    and every way of naming it (the manifest keeps it beside the path as given)."""
-    try:
-        return str(Path(path).resolve())
-    except (OSError, RuntimeError):  # a symlink loop: as absolute as it gets
-        return str(Path(path).absolute())
-
-
-def _same_file(row: dict[str, Any], path: Path) -> bool:
-    """Whether a manifest row is of this file: by the resolved path recorded at its ingest. A
-    row written before that was recorded has only the path as given, resolved here against
-    the current directory (right only when that is where it was ingested from)."""
-    recorded = row.get("source_path")
-    if recorded:
-        return str(recorded) == resolved_path(path)
-    given = str(row["source"])
-    return given == str(path) or resolved_path(given) == resolved_path(path)
-
-
-def _starts_with(path: Path, size: int, digest: str) -> bool:
-    """Whether the file's first `size` bytes hash to `digest`: the content ingested then, since
-    grown (a capture still being appended to), not replaced or rotated away."""
-    h = xxhash.xxh3_128()
-    with path.open("rb") as fh:
-        if os.fstat(fh.fileno()).st_size < size:
-            return False
-        for _, window in file_windows(fh.fileno(), 0, size):
-            with window, memoryview(window) as view:
-                h.update(view)
-    return h.hexdigest() == digest
-
-
-def supersede(known: Manifest, path: Path, digest: str) -> list[tuple[str, str]]:
-    """(stem, hash) of earlier ingests of this path whose rows this one replaces, because the
-    file's content has changed since.
-
-    A capture the proxy is still appending to is ingested again later with more lines; its
-    manifest entry is keyed by content hash, so without this the old rows would stay beside the
-    new ones and every earlier exchange would count twice. They are hidden when the new rows
-    become visible (`write_manifests`), so a reader meanwhile sees the old ones.
-    """
-    replaced = []
-    for stem, row in known.values():
-        old = str(row["source_hash"])
-        if (
-            old != digest
-            and _same_file(row, path)
-            and _starts_with(path, int(row["size_bytes"]), old)
-        ):
-            replaced.append((stem, old))
-            print(
-                f"{path}: changed since it was ingested ({row['records']} records, "
-                f"{row['size_bytes']} bytes); replacing those rows",
-                file=sys.stderr,
-            )
-    return replaced
 
 
 def ingest(
@@ -315,48 +253,6 @@ def _read_again(
     fr.records = fr.accepted = fr.rejected = fr.skipped = 0
     tasks = _guarded(har_batches(Path(fr.source), digest), digest, run.failed)
     run_inline(with_stem(tasks, fr.stem), str(warehouse.root), options, run)
-
-
-def claim(
-    warehouse: Warehouse,
-    known: Manifest,
-    pending: dict[str, FileResult],
-    path: Path,
-    fmt: str,
-    digest: str,
-    size: int,
-    force: bool,
-) -> FileResult:
-    """What ingest does with one input file (either engine): nothing ("unchanged") when its
-    content is in the warehouse already, or earlier in this batch, and --force is not given;
-    else ingest it ("ingested") under a new generation (`new_generation`). Content whose
-    segments were hashed by another rule (`normalise.SEGMENT_HASHING`) is read again, as with
-    --force: its prefixes would never match those of what is ingested now."""
-    entry = None if digest in pending else known.get(digest)
-    rehash = entry is not None and entry[1].get("segment_hashing") != SEGMENT_HASHING
-    if digest in pending or (entry and not force and not rehash):
-        return FileResult(str(path), fmt, "unchanged", size_bytes=size)
-    if rehash and not force:
-        print(f"{path}: ingested by an older version; reading it again", file=sys.stderr)
-    fr = FileResult(str(path), fmt, "ingested", size_bytes=size)
-    new_generation(warehouse, fr, digest, entry, supersede(known, path, digest))
-    return fr
-
-
-def new_generation(
-    warehouse: Warehouse,
-    fr: FileResult,
-    digest: str,
-    entry: tuple[str, dict[str, Any]] | None,
-    grown: list[tuple[str, str]],
-) -> None:
-    """Choose the generation `fr` writes and the ones it replaces: its own earlier ingest
-    (--force) and earlier ingests of the file it grew from. It takes the key of what it
-    replaces, so its manifest supersedes theirs in one step (`Warehouse.live_stems`)."""
-    fr.superseded = [old for _, old in grown]
-    fr.replaces = ([entry[0]] if entry else []) + [stem for stem, _ in grown]
-    key = key_of(fr.replaces[0]) if fr.replaces else warehouse.fresh_key(digest)
-    fr.stem = warehouse.new_stem(key)
 
 
 def _guarded(tasks: Iterator[Task], digest: str, failed: dict[str, str]) -> Iterator[Task]:

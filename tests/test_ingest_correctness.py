@@ -15,7 +15,7 @@ import zstandard
 from test_ingest_support import capture_record, har_document, har_entry, line, run, table
 
 from pipeline import ingest as ingest_module
-from pipeline import ingest_plan, ingest_pool, ingest_worker
+from pipeline import ingest_buffers, ingest_plan, ingest_pool
 from pipeline.warehouse import Warehouse
 
 
@@ -136,7 +136,7 @@ def test_the_end_of_a_file_is_cut_in_smaller_ranges_so_the_workers_finish_togeth
 def test_digests_become_the_same_hex_strings_whatever_the_batch_sizes() -> None:
     for n in (0, 1, 3, 1000, 20_000, 7, 50_000, 2):  # the shared offsets grow, then get sliced
         digests = bytearray(bytes(range(256)) * (n // 16 + 1))[: 16 * n]
-        column = ingest_worker._hex_column(digests, n)
+        column = ingest_buffers._hex_column(digests, n)
         column.validate(full=True)
         assert column.to_pylist() == [bytes(digests[16 * i : 16 * i + 16]).hex() for i in range(n)]
 

@@ -27,12 +27,12 @@ from pipeline.dedupe import drop_duplicates
 from pipeline.errors import InputError, PipelineError, UsageError
 from pipeline.ingest import (
     IngestResult,
-    claim,
     record_unrecognised,
     warn_unmatched_rules,
     with_stem,
     write_manifests,
 )
+from pipeline.ingest_claims import claim
 from pipeline.ingest_plan import MAX_RECORD_BYTES, FileResult, Task, hash_file, split_ranges
 from pipeline.ingest_pool import ProgressFn
 from pipeline.ingest_worker import Options, Worker
