@@ -22,8 +22,9 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, prefix_groups, schema, sql
+from pipeline import compaction, prefix_groups, raw_parts, schema, sql
 from pipeline.errors import NotFoundError, QueryError
+from pipeline.sql_text import one_line, path_literal, quoted
 from pipeline.warehouse import Warehouse
 
 
@@ -51,7 +52,7 @@ def nothing_to_build(
     if force or not wh.exists():
         return None
     state = sql.warehouse_state(wh)
-    if any(sql._stored_stamp(wh, n) != sql.view_stamp(wh, n, options, state=state) for n in order):
+    if any(sql.stored_stamp(wh, n) != sql.view_stamp(wh, n, options, state=state) for n in order):
         return None
     return [BuildResult(name, False, -1, 0.0) for name in order]
 
@@ -122,7 +123,7 @@ def _build_locked(
     results: list[BuildResult] = []
     for name in order:
         stamp = stamps[name]
-        if not force and sql._stored_stamp(wh, name) == stamp:
+        if not force and sql.stored_stamp(wh, name) == stamp:
             results.append(BuildResult(name, False, -1, 0.0))
             continue
         start = time.perf_counter()
@@ -132,7 +133,7 @@ def _build_locked(
             rows = _write_view(con, name, tmp, group_segments, progress)
         except duckdb.Error as exc:
             _remove(tmp)
-            raise QueryError(f"building {name}: {sql._one_line(exc)}") from exc
+            raise QueryError(f"building {name}: {one_line(exc)}") from exc
         except BaseException:
             _remove(tmp)
             raise
@@ -159,9 +160,9 @@ def _compact(wh: Warehouse, out_dir: Path, progress: Callable[[str], None] | Non
         con.execute("SET TimeZone = 'UTC'")
         _limit_build_memory(con, out_dir / ".spill")
         snapshot = wh.snapshot(compaction.COMPACTED_TABLES)
-        compaction.write_missing(wh, snapshot, con, sql.raw_relation, progress)
+        compaction.write_missing(wh, snapshot, con, raw_parts.raw_relation, progress)
     except duckdb.Error as exc:
-        raise QueryError(f"compacting the days of many sources: {sql._one_line(exc)}") from exc
+        raise QueryError(f"compacting the days of many sources: {one_line(exc)}") from exc
     finally:
         con.close()
 
@@ -181,8 +182,8 @@ def _write_view(
         if groups > 1:
             return prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
     written = con.execute(
-        f"COPY (SELECT * FROM {sql._quoted(name)}{stored_order(name)}) "
-        f"TO '{sql._path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
+        f"COPY (SELECT * FROM {quoted(name)}{stored_order(name)}) "
+        f"TO '{path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
     ).fetchall()
     return int(written[0][0]) if written else 0
 

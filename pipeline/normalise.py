@@ -79,8 +79,8 @@ class RejectRecord(Exception):
 
 
 # Bumped whenever the rule in `hash_chain` changes: a warehouse's sources hashed by another
-# rule are re-read on their next ingest (`ingest_claims.claim`), as prefixes hashed by two rules never
-# match. 2: the segment's place (kind and role) seeds its hash.
+# rule are re-read on their next ingest (`ingest_claims.claim`), as prefixes hashed by two
+# rules never match. 2: the segment's place (kind and role) seeds its hash.
 SEGMENT_HASHING = 2
 
 

@@ -1,7 +1,7 @@
 """DuckDB over the warehouse, with the views from `queries/*.sql` registered.
 
-Base relations `raw_<table>` read the Parquet parts (hive partitions, union by name), a day
-held in many small parts from the copy `build` made of it (pipeline/compaction.py). A table
+Base relations `raw_<table>` read the Parquet parts (pipeline/raw_parts.py), a day held in
+many small parts from the copy `build` made of it (pipeline/compaction.py). A table
 with no files yet is an empty relation typed from its schema, so every view and query works on
 an empty warehouse. Each `queries/<name>.sql` becomes view `<name>`; its header names its inputs
 (`-- inputs: a, b`), which orders creation. Values are always bound as parameters.
@@ -37,13 +37,14 @@ from pathlib import Path
 import duckdb
 
 from pipeline import compaction, resources, schema
-from pipeline.errors import NotFoundError, QueryError, WarehouseError
+from pipeline.errors import NotFoundError, QueryError
 from pipeline.period import Period, margin_days, parts_within
+from pipeline.raw_parts import raw_relation
+from pipeline.sql_text import one_line, quoted, strip_final_semicolon
 from pipeline.warehouse import TABLES, Warehouse, stem_of
 
 QUERY_DIR = resources.folder("queries")
 _HEADER = re.compile(r"^--\s*(inputs|output)\s*:\s*(.+)$", re.MULTILINE)
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,125 +123,14 @@ def creation_order(queries: dict[str, Query]) -> list[str]:
         raise QueryError(f"queries/ has a dependency cycle: {exc.args[1]}") from exc
 
 
-def _quoted(name: str) -> str:
-    # Identifiers here come from our own schema files, never from user input; checked anyway.
-    if not _IDENT.match(name):
-        raise QueryError(f"bad identifier in schema: {name!r}")
-    return f'"{name}"'
-
-
-# from this many Parquet parts on, their footers are read by DuckDB (see same_columns)
-MANY_PARTS = 32
-
-
-def same_columns(files: list[Path], con: duckdb.DuckDBPyConnection | None = None) -> bool:
-    """Whether every Parquet part has the same columns, by name and type in order."""
-    return part_columns(files, con) is not None
-
-
-def part_columns(
-    files: list[Path], con: duckdb.DuckDBPyConnection | None = None
-) -> list[str] | None:
-    """The column names every Parquet part has, when all have the same columns by name and
-    type in order; None when they differ. Every part's footer is read, by DuckDB in one query
-    on `con` (a new connection costs 0.03 s, so only many parts get one): one pyarrow read per
-    part took 0.3 ms, 0.16 s per command on a warehouse of 500 hourly sources; DuckDB reads
-    them in 0.09 s."""
-    if con is None and len(files) < MANY_PARTS:
-        return _footer_columns(files)
-    reader = con or duckdb.connect()
-    try:
-        ((kinds, names),) = reader.execute(
-            "SELECT count(DISTINCT columns), any_value(names) FROM (SELECT string_agg(name"
-            " || ' ' || coalesce(duckdb_type, type, '') || ' ' || coalesce(repetition_type, ''),"
-            " ',' ORDER BY column_id) AS columns, list(name ORDER BY column_id) AS names"
-            # not the root element: each writer names it its own way (schema, spark_schema)
-            " FROM parquet_schema($files) WHERE column_id > 0 GROUP BY file_name)",
-            {"files": [str(f) for f in files]},
-        ).fetchall()
-    except duckdb.Error:
-        return _footer_columns(files)  # says which part is unreadable
-    finally:
-        if con is None:
-            reader.close()
-    return list(names or []) if int(kinds) <= 1 else None
-
-
-def _footer_columns(files: list[Path]) -> list[str] | None:
-    """`part_columns`, a footer read at a time: names the part that cannot be read."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    first: list[tuple[str, str]] | None = None
-    for path in files:
-        try:
-            columns = [(f.name, str(f.type)) for f in pq.read_schema(path)]
-        except (OSError, pa.ArrowException) as exc:
-            if compaction.COMPACT_DIR.as_posix() in path.as_posix():
-                hint = "delete it: the parts it copies are read instead, and `build` copies again"
-            else:
-                hint = "re-ingest its source with --force, or restore the warehouse from a copy"
-            raise WarehouseError(
-                f"{path}: not a readable Parquet part ({_one_line(exc)})", hint=hint
-            ) from exc
-        if first is None:
-            first = columns
-        elif columns != first:
-            return None
-    return [name for name, _type in first or []]
-
-
-def read_options(
-    spec: schema.TableSchema, files: list[Path], con: duckdb.DuckDBPyConnection | None = None
-) -> str:
-    """The read_parquet options of a table's parts. `union_by_name` only where the parts'
-    columns differ (a warehouse that older versions wrote to, a part from the Spark engine):
-    with it DuckDB reads every part's footer each time a view over them is bound, and a query
-    binds the raw views once per view it stacks on: on a warehouse of many small sources (a
-    directory of test cassettes, 360 parts) that made writing cacheaudit.duckdb 7x slower and
-    4x larger in memory. The day of a partitioned table is read from the parts when they all
-    hold it (`Warehouse.with_day`), else from their folders (hive partitioning: parts written
-    before the day was stored), which costs 3x as much to bind."""
-    columns = part_columns(files, con)
-    if columns is None:
-        options = "union_by_name = true, hive_partitioning = true"
-    elif spec.partition_by is not None and spec.partition_by in columns:
-        return "hive_partitioning = false"
-    else:
-        options = "hive_partitioning = true"
-    if spec.partition_by is not None:
-        options += f", hive_types = {{{_quoted(spec.partition_by)}: DATE}}"
-    return options
-
-
-def raw_relation(
-    con: duckdb.DuckDBPyConnection, table: str, files: list[Path]
-) -> duckdb.DuckDBPyRelation:
-    """The rows of `files`, parts (or compacted copies) of `table`, with the schema's columns."""
-    spec = schema.load(table)
-    options = read_options(spec, files, con)
-    rel = con.sql(
-        f"SELECT * FROM read_parquet($files, {options})",
-        params={"files": [str(f) for f in files]},
-    )
-    # A warehouse written by an older version lacks the columns added since: they read as
-    # NULL (unknown), as Spark does with its explicit schema, instead of breaking every view.
-    missing = [c for c in spec.columns if c.name not in rel.columns]
-    if missing:
-        rel = rel.select(
-            "*, " + ", ".join(f"CAST(NULL AS {c.type}) AS {_quoted(c.name)}" for c in missing)
-        )
-    return rel
-
-
 def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
     view = f"raw_{table}"
     if files:
         raw_relation(con, table, files).create_view(view)
         return
     spec = schema.load(table)
-    cols = ", ".join(f"{_quoted(c.name)} {c.type}" for c in spec.columns)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {_quoted(view)} ({cols})")
+    cols = ", ".join(f"{quoted(c.name)} {c.type}" for c in spec.columns)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted(view)} ({cols})")
 
 
 def needed(names: Iterable[str], queries: dict[str, Query] | None = None) -> set[str]:
@@ -370,9 +260,9 @@ def period_parts(snapshot: dict[str, list[Path]], days: Period) -> dict[str, lis
 
 def create_query_view(con: duckdb.DuckDBPyConnection, q: Query) -> None:
     try:
-        con.execute(f"CREATE OR REPLACE VIEW {_quoted(q.name)} AS {_strip_final_semicolon(q.sql)}")
+        con.execute(f"CREATE OR REPLACE VIEW {quoted(q.name)} AS {strip_final_semicolon(q.sql)}")
     except duckdb.Error as exc:
-        raise QueryError(f"{q.path.name}: {_one_line(exc)}") from exc
+        raise QueryError(f"{q.path.name}: {one_line(exc)}") from exc
 
 
 def view_from_parquet(
@@ -401,7 +291,7 @@ def stamp_path(wh: Warehouse, name: str) -> Path:
     return wh.root / DERIVED_DIR / f"{name}.stamp.json"
 
 
-def _data_files(options: SqlOptions) -> list[Path]:
+def data_files(options: SqlOptions) -> list[Path]:
     from pipeline import cache_rules
 
     files = list(cache_rules.all_paths(options))
@@ -466,14 +356,14 @@ def view_stamp(
                 reads_data_tables = True
     digest.update(f"state {state or warehouse_state(wh)}\n".encode())
     if reads_data_tables:
-        for path in _data_files(options):
+        for path in data_files(options):
             data = path.read_bytes()
             digest.update(f"data {path.name} {len(data)}\n".encode())
             digest.update(data)
     return digest.hexdigest()
 
 
-def _stored_stamp(wh: Warehouse, name: str) -> str | None:
+def stored_stamp(wh: Warehouse, name: str) -> str | None:
     path, stamp_file = derived_path(wh, name), stamp_path(wh, name)
     if not path.exists() or not stamp_file.exists():
         return None
@@ -490,7 +380,7 @@ def fresh_derived(
     """The derived Parquet of `name` when its stamp matches the current inputs, else None."""
     if name not in MATERIALISED:
         return None
-    stored = _stored_stamp(wh, name)
+    stored = stored_stamp(wh, name)
     if stored is None or stored != view_stamp(wh, name, options, state=state):
         return None
     return derived_path(wh, name)
@@ -513,19 +403,6 @@ def _limit_read_memory(con: duckdb.DuckDBPyConnection, cap: int | None = None) -
     limit = build_memory_limit() if cap is None else min(cap, build_memory_limit())
     con.execute("SET temp_directory = ?", [str(spill)])
     con.execute("SET memory_limit = ?", [f"{limit // 1024**2}MiB"])
-
-
-def _path_literal(path: Path) -> str:
-    # COPY ... TO takes no parameters; our own paths only, quotes doubled anyway.
-    return str(path).replace("'", "''")
-
-
-def _strip_final_semicolon(sql: str) -> str:
-    return sql.strip().rstrip(";")
-
-
-def _one_line(exc: BaseException | str) -> str:
-    return " ".join(str(exc).split())
 
 
 # DuckDB's errors about a statement or the values it meets: a user's mistake, told in DuckDB's
@@ -551,7 +428,7 @@ def statement_errors() -> Iterator[None]:
         yield
     except _STATEMENT_ERRORS as exc:
         # DuckDB's caret under the statement ("LINE 1: ... ^^^") means nothing once on one line.
-        message = _one_line(_CARET_CONTEXT.sub("", str(exc)))
+        message = one_line(_CARET_CONTEXT.sub("", str(exc)))
         hint = _SQL_HINT if isinstance(exc, duckdb.ProgrammingError) else None
         raise QueryError(message, hint=hint) from exc
 

@@ -48,6 +48,8 @@ import duckdb
 
 from pipeline import compaction, schema
 from pipeline import sql as sqlmod
+from pipeline.raw_parts import read_options
+from pipeline.sql_text import quoted, strip_final_semicolon
 from pipeline.user_cache import cache_dir
 from pipeline.warehouse import TABLES, Warehouse
 
@@ -66,7 +68,7 @@ def _literal(text: str) -> str:
 
 
 def _quoted(name: str) -> str:
-    return sqlmod._quoted(name)
+    return quoted(name)
 
 
 def _absolute(files: list[Path]) -> list[Path]:
@@ -90,7 +92,7 @@ def _raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
         cols = ", ".join(f"{_quoted(c.name)} {c.type}" for c in spec.columns)
         con.execute(f"CREATE TABLE {view} ({cols})")
         return
-    options = sqlmod.read_options(spec, files, con)
+    options = read_options(spec, files, con)
     listed = ", ".join(_literal(str(f)) for f in _absolute(files))
     select = f"SELECT * FROM read_parquet([{listed}], {options})"
     present = set(con.sql(select + " LIMIT 0").columns)
@@ -141,7 +143,7 @@ def static_stamp(options: sqlmod.SqlOptions, queries: dict[str, sqlmod.Query]) -
     for name in sorted(queries):
         digest.update(f"query {name}\n".encode())
         digest.update(queries[name].sql.encode())
-    for path in sqlmod._data_files(options):
+    for path in sqlmod.data_files(options):
         data = path.read_bytes()
         digest.update(f"data {path.resolve()} {len(data)}\n".encode())
         digest.update(data)
@@ -157,7 +159,7 @@ def _view_body(
 ) -> str:
     derived = sqlmod.fresh_derived(wh, name, options, state=state)
     if derived is None:
-        return sqlmod._strip_final_semicolon(queries[name].sql)
+        return strip_final_semicolon(queries[name].sql)
     path = derived.resolve()
     pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
     return f"SELECT * FROM read_parquet({_literal(pattern)})"

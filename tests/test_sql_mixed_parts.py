@@ -15,10 +15,9 @@ import pytest
 from conftest import run_cli
 from test_ingest_vcr import _one_call_cassette
 
-from pipeline import schema, warehouse_db
-from pipeline import sql as sqlmod
+from pipeline import raw_parts, schema, warehouse_db
 from pipeline.errors import WarehouseError
-from pipeline.sql import read_options, same_columns
+from pipeline.raw_parts import read_options, same_columns
 from pipeline.warehouse import Warehouse
 
 
@@ -29,7 +28,7 @@ def _duckdb_only(monkeypatch: pytest.MonkeyPatch) -> duckdb.DuckDBPyConnection:
     def fail(_files: list[Path]) -> None:
         raise AssertionError("the DuckDB read of the footers failed")
 
-    monkeypatch.setattr(sqlmod, "_footer_columns", fail)
+    monkeypatch.setattr(raw_parts, "_footer_columns", fail)
     return duckdb.connect()
 
 
