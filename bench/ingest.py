@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2))
     print(summary(report))
-    return 0 if all(r["ok"] is not False for r in rows) else 1
+    return 0 if all(r["ok"] is not False for r in rows + small) else 1
 
 
 def _small_rows(rows: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
@@ -541,11 +541,13 @@ def _small_rows(rows: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[s
     out = []
     for r in rows:
         if not r.get("ok"):
+            out.append({"format": r["format"], "ok": False, "error": r.get("error", "failed")})
             continue
         ratio = r["wall_s"] / base["floor_cpu_s"]
         out.append(
             {
                 "format": r["format"],
+                "ok": True,
                 "file_mb": r["file_mb"],
                 "wall_s": r["wall_s"],
                 "cpu_s": r["cpu_s"],
@@ -602,6 +604,7 @@ def summary(report: dict[str, Any]) -> str:
             lines.append(f"  {r['format']:7s} {r.get('error', 'failed')}")
             continue
         met = "met" if r["meets_time_target"] and r["meets_memory_target"] else "NOT met"
+        met += ", floor " + ("met" if r["meets_floor_cpu_target"] else "NOT met")
         lines.append(
             f"  {r['format']:7s} {r['file_mb']:8.0f} {r['wall_s']:7.2f} {r['mb_per_s']:6.1f} "
             f"{r['requests_per_s']:7.0f} {r['peak_pss_mb']:8.0f} {r['hwm_sum_mb']:7.0f} "
@@ -616,9 +619,13 @@ def summary(report: dict[str, Any]) -> str:
         f"x floor = CPU s / floor CPU s (target {report['floor_cpu_target']:.1f}x)"
     )
     for r in report.get("small_files", []):
+        if not r["ok"]:
+            lines.append(f"  {SMALL_MB} MB capture, {r['format']}: {r['error']}")
+            continue
         met = "met" if r["meets_floor_wall_target"] else "NOT met"
         lines.append(
-            f"  {r['file_mb']:.0f} MB {r['format']}: {r['wall_s']:.2f} s wall = "
+            f"  {SMALL_MB} MB capture ({r['file_mb']:.0f} MB file), {r['format']}: "
+            f"{r['wall_s']:.2f} s wall = "
             f"{r['wall_ratio_to_floor']:.2f}x its floor's {r['floor_cpu_s']:.2f} s on one core, "
             f"CPU {r['cpu_ratio_to_floor']:.2f}x (target {report['floor_wall_target']:.1f}x "
             f"wall): {met}"

@@ -27,6 +27,10 @@ import pyarrow.ipc as ipc
 from pipeline import schema
 
 INDEX_NAME = ".manifest-index.arrow"
+# The sources schema the index was written with, in its Arrow metadata: an index written by
+# another version (a column added, a type changed) would give None or wrong values for the
+# files it took from it, so it is ignored instead.
+_SCHEMA_KEY = b"cacheaudit_sources_schema"
 # the file columns that say whether a manifest file is the one the index read
 _FILE_COLUMNS = ("index_stem", "index_size", "index_mtime_ns", "index_inode")
 
@@ -37,6 +41,11 @@ Entries = dict[str, tuple[tuple[int, int, int], list[dict[str, Any]]]]
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int]:
     return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def _schema_digest() -> bytes:
+    spec = schema.load("sources")
+    return "|".join(f"{c.name} {c.type}" for c in spec.columns).encode()
 
 
 def rows_of(sources: Path, stems: list[str], read: Callable[[list[str]], Rows]) -> Rows:
@@ -67,9 +76,10 @@ def _load(path: Path) -> Entries:
     try:
         with pa.memory_map(str(path)) as source:
             table = ipc.open_file(source).read_all()
-    except (OSError, pa.ArrowException):
+    except Exception:  # any unreadable index only costs reading the manifests
         return {}
-    if not set(_FILE_COLUMNS) <= set(table.column_names):
+    written_with = (table.schema.metadata or {}).get(_SCHEMA_KEY)
+    if written_with != _schema_digest() or not set(_FILE_COLUMNS) <= set(table.column_names):
         return {}
     names = schema.load("sources").names
     out: Entries = {}
@@ -90,7 +100,7 @@ def _save(path: Path, entries: Entries) -> None:
             pa.field("index_stem", pa.string()),
             pa.field("index_size", pa.int64()),
             pa.field("index_mtime_ns", pa.int64()),
-            pa.field("index_inode", pa.int64()),
+            pa.field("index_inode", pa.uint64()),  # inodes are unsigned (FUSE: up to 2^64)
         ]
     )
     rows = []
@@ -103,10 +113,13 @@ def _save(path: Path, entries: Entries) -> None:
             rows.append(record)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        table = pa.Table.from_pylist(rows, schema=pa.unify_schemas([spec, files]))
+        table_schema = pa.unify_schemas([spec, files]).with_metadata(
+            {_SCHEMA_KEY: _schema_digest()}
+        )
+        table = pa.Table.from_pylist(rows, schema=table_schema)
         with pa.OSFile(str(tmp), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         tmp.replace(path)
-    except (OSError, pa.ArrowException):
+    except Exception:  # a full disk, a value Arrow refuses: the next ingest reads the files
         with contextlib.suppress(OSError):
             tmp.unlink()

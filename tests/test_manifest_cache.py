@@ -97,3 +97,38 @@ def test_a_damaged_or_foreign_index_is_ignored_and_written_again(
         shutil.copyfile(sorted((wh.root / "sources").glob("*.parquet"))[0], index)
     assert wh.manifest_index() == expected
     assert manifest_cache._load(index)  # written again, readable
+
+
+def test_an_inode_past_the_signed_64_bit_range_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FUSE and NFS servers may hand out inode numbers up to 2^64 - 1
+    wh, _files = _ingested(tmp_path)
+    huge = 2**64 - 5
+
+    def identity(stat: object) -> tuple[int, int, int]:
+        size, mtime_ns, _inode = real_identity(stat)  # type: ignore[arg-type]
+        return (size, mtime_ns, huge)
+
+    real_identity = manifest_cache._identity
+    monkeypatch.setattr(manifest_cache, "_identity", identity)
+    expected = _read_from_files(wh)
+    kept = manifest_cache._load(wh.root / "sources" / manifest_cache.INDEX_NAME)
+    assert kept and {entry[0][2] for entry in kept.values()} == {huge}
+    assert wh.manifest_index() == expected
+
+
+def test_an_index_written_for_another_sources_schema_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another version (a column added or retyped) would hand back None for the files it took
+    wh, _files = _ingested(tmp_path)
+    index = wh.root / "sources" / manifest_cache.INDEX_NAME
+    with monkeypatch.context() as other_version:
+        other_version.setattr(manifest_cache, "_schema_digest", lambda: b"another schema")
+        _read_from_files(wh)
+        assert manifest_cache._load(index)  # that version reads its own index
+    assert manifest_cache._load(index) == {}
+    reads = _reads_recorded(monkeypatch)
+    wh.manifest_index()
+    assert [len(stems) for stems in reads] == [len(list((wh.root / "sources").glob("*.parquet")))]

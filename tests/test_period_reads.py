@@ -111,6 +111,17 @@ def test_computed_from_the_days_read_only_expected_reads_can_differ(wh) -> None:
             assert week_rows(period, view, week) == week_rows(whole, view, week), view
 
 
+def test_a_period_read_without_a_build_computes_each_heavy_view_once_for_its_session(wh) -> None:
+    # as views, every query (and every view under it) would compute them again
+    period = sql.connect(wh, only=["cache_breaks"], period=Period(W48.monday, W48.sunday))
+    whole = sql.connect(wh, only=["cache_breaks"], use_derived=False)
+    tables = "SELECT table_name FROM duckdb_tables() WHERE temporary ORDER BY 1"
+    views = "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+    assert {name for (name,) in period.execute(tables).fetchall()} >= set(sql.MATERIALISED)
+    assert not {name for (name,) in period.execute(views).fetchall()} & set(sql.MATERIALISED)
+    assert {name for (name,) in whole.execute(views).fetchall()} >= set(sql.MATERIALISED)
+
+
 def test_a_week_page_is_the_same_written_alone_or_with_every_week(wh, tmp_path) -> None:
     generate_weekly(wh, tmp_path / "all", WeekSelection(all_weeks=True), now=NOW)
     for week in (W47, W48):
