@@ -54,10 +54,12 @@ def store_stale_views(
 ) -> list[str]:
     """Build the stored views that reading `names` needs, when they are missing or stale.
     Returns the names built; none when they were current, an ingest is running, the options
-    name their own price or rule files, or the views cannot be stored (the last said in one
-    line, a running ingest too)."""
+    name their own rule files (stored views under a user's rules would replace those every
+    other read uses), or the views cannot be stored (the last said in one line, a running
+    ingest too). A user's price files change none of the stored views (they read no price):
+    with `--prices` the views are stored and read as without it."""
     options = options or sql.SqlOptions()
-    if options.prices_paths or options.rules_paths:
+    if options.rules_paths:
         return []
     names = list(names)
     stale = stale_views(wh, names, options)

@@ -11,12 +11,12 @@ Materialised views. The heavy views in `MATERIALISED` can be computed once and s
 `<warehouse>/derived/<view>.stamp.json`, whose `stamp` is `view_stamp(...)`: a digest of the
 query text of the view and of everything it reads (transitively), of the warehouse's rows
 (`warehouse_state`: every manifest file's bytes, which each ingest of a source writes anew with
-its `ingested_at`, and the name and size of every visible part) and of the data-table files
-(cache rules, prices). `connect` reads a derived file instead of recomputing the view while its
-stamp matches, and silently recomputes otherwise; `materialise.build` (the `cacheaudit build`
-command) writes them, holding the warehouse lock shared so that no ingest lands between the rows
-it reads and the stamp it stores. Any engine may write derived views, as long as it writes the
-same two files.
+its `ingested_at`, and the name and size of every visible part) and of the files of the data
+tables it reads (the cache rules; the price tables). `connect` reads a derived file instead of
+recomputing the view while its stamp matches, and silently recomputes otherwise;
+`materialise.build` (the `cacheaudit build` command) writes them, holding the warehouse lock
+shared so that no ingest lands between the rows it reads and the stamp it stores. Any engine
+may write derived views, as long as it writes the same two files.
 """
 
 from __future__ import annotations
@@ -306,10 +306,17 @@ def stamp_path(wh: Warehouse, name: str) -> Path:
     return wh.root / DERIVED_DIR / f"{name}.stamp.json"
 
 
-def data_files(options: SqlOptions) -> list[Path]:
+# the data table the cache rules are registered as; every other data table is a price table
+RULES_TABLE = "cache_rules"
+
+
+def data_files(options: SqlOptions, *, rules: bool = True, prices: bool = True) -> list[Path]:
+    """The files the data tables are read from: the cache rules' and the price tables'."""
     from pipeline import cache_rules
 
-    files = list(cache_rules.all_paths(options))
+    files = list(cache_rules.all_paths(options)) if rules else []
+    if not prices:
+        return files
     price_dir = Path(__file__).resolve().parent / "prices" / "data"
     extra = [price_dir, *options.prices_paths]
     for p in extra:
@@ -362,16 +369,18 @@ def view_stamp(
     if name not in queries:
         raise NotFoundError(f"no query named {name!r}", hint=f"see {QUERY_DIR}")
     digest = hashlib.sha256(f"cacheaudit-derived {STAMP_VERSION}\n".encode())
-    reads_data_tables = False
+    data_tables: set[str] = set()
     for dep in sorted(needed([name], queries)):
         digest.update(f"query {dep}\n".encode())
         digest.update(queries[dep].sql.encode())
-        for inp in queries[dep].inputs:
-            if inp not in queries and not inp.startswith("raw_"):
-                reads_data_tables = True
+        data_tables.update(i for i in queries[dep].inputs if i not in queries)
+    data_tables = {t for t in data_tables if not t.startswith("raw_")}
     digest.update(f"state {state or warehouse_state(wh)}\n".encode())
-    if reads_data_tables:
-        for path in data_files(options):
+    # only the data a view reads: the heavy views read the cache rules, never a price, so a
+    # user's price file (`--prices`) leaves their stored rows current
+    rules, prices = RULES_TABLE in data_tables, bool(data_tables - {RULES_TABLE})
+    if rules or prices:
+        for path in data_files(options, rules=rules, prices=prices):
             data = path.read_bytes()
             digest.update(f"data {path.name} {len(data)}\n".encode())
             digest.update(data)

@@ -179,6 +179,38 @@ def test_the_views_a_statement_reads_are_found_by_the_parser() -> None:
     assert build_first.views_read_by(joined) == {"cache_breaks", "requests"}
 
 
+PRICES = Path(__file__).resolve().parent / "fixtures" / "prices" / "user_override.csv"
+
+
+def test_a_read_with_its_own_prices_stores_and_reads_the_views_every_read_uses(wh: Path) -> None:
+    # the stored views read no price: a user's price file (a CI gate's negotiated prices)
+    # leaves them current, so such a read need not compute them again every time
+    first = run_cli("check", "--max-lost-share", "1", "--prices", str(PRICES), "-w", str(wh))
+    assert first.returncode == 0, first.stderr
+    assert BUILDING in first.stderr
+    assert _stored(wh) == set(sql.MATERIALISED)  # current for reads without --prices too
+    again = run_cli("check", "--max-lost-share", "1", "--prices", str(PRICES), "-w", str(wh))
+    assert BUILDING not in again.stderr and again.stdout == first.stdout
+
+
+def test_only_the_views_that_read_prices_have_stamps_that_a_price_file_changes(
+    wh: Path, tmp_path: Path
+) -> None:
+    warehouse = Warehouse(wh)
+    own = sql.SqlOptions(prices_paths=(PRICES,))
+    for name in sql.MATERIALISED:
+        assert sql.view_stamp(warehouse, name, own) == sql.view_stamp(warehouse, name)
+    assert sql.view_stamp(warehouse, "request_costs", own) != sql.view_stamp(
+        warehouse, "request_costs"
+    )
+    user_rules = tmp_path / "rules.csv"
+    shutil.copy(Path(sql.__file__).parent / "rules" / "cache_rules.csv", user_rules)
+    rules = sql.SqlOptions(rules_paths=(user_rules,))  # the same rules, read once more
+    assert sql.view_stamp(warehouse, "cache_breaks", rules) != sql.view_stamp(
+        warehouse, "cache_breaks"
+    )
+
+
 def test_a_read_with_its_own_rules_builds_nothing(wh: Path, tmp_path: Path) -> None:
     rules = tmp_path / "rules.csv"
     shutil.copy(Path(sql.__file__).parent / "rules" / "cache_rules.csv", rules)
