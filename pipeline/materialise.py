@@ -118,7 +118,7 @@ def _build_locked(
     stamps = {name: sql.view_stamp(wh, name, options, state=state) for name in order}
     out_dir = wh.root / sql.DERIVED_DIR
     _compact(wh, out_dir, progress)  # first: the views below then read the copies
-    con = sql.connect(wh, options=options, use_derived=not force, only=targets)
+    con = sql.connect(wh, options=options, use_derived=not force, only=targets, heavy_once=False)
     _limit_build_memory(con, out_dir / ".spill")
     results: list[BuildResult] = []
     for name in order:

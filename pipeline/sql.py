@@ -179,6 +179,7 @@ def connect(
     use_derived: bool = True,
     only: Iterable[str] | None = None,
     period: Period | None = None,
+    heavy_once: bool = True,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with raw tables and every view in queries/ registered.
 
@@ -186,6 +187,9 @@ def connect(
     `only`: create just these views and what they read (faster; unrelated views are skipped).
     `period`: register only the days of the period and the margin before it, of the raw tables
     and of the stored views (pipeline/period.py says what the margin leaves out).
+    `heavy_once`: a heavy view (MATERIALISED) not read from storage is computed once, as a table
+    of the session (`compute_once`), in a period read and in a session of named views (`only`);
+    `build` turns it off: it computes request_prefix a group of scopes at a time.
     """
     options = options or SqlOptions()
     queries = load_queries()
@@ -223,7 +227,7 @@ def connect(
         derived = stored.get(name)
         if derived is not None:
             view_from_parquet(con, name, derived, days)
-        elif days is not None and name in MATERIALISED:
+        elif heavy_once and (days is not None or only is not None) and name in MATERIALISED:
             compute_once(con, queries[name])
         else:
             create_query_view(con, queries[name])
@@ -272,8 +276,10 @@ def compute_once(con: duckdb.DuckDBPyConnection, q: Query) -> None:
     session: a view would be computed again by every query, and within one query by every
     view that reads it (cache_breaks reads request_prefix directly and through
     conversations and expected_cache). `summary --by day` of one day of a 500k-request week
-    without a build: 42 s -> 14 s, at the same peak memory. A period read holds its days and
-    margin only, under its memory cap; a whole-history read would hold all of it."""
+    without a build: 42 s -> 14 s, at the same peak memory. A whole-history session computes
+    them so only when stored views cannot serve it (a user's rules, an ingest running, a
+    read-only warehouse) and it named the views it reads; past the memory cap DuckDB spills
+    the tables to its temporary directory."""
     try:
         con.execute(f"CREATE TEMP TABLE {quoted(q.name)} AS {strip_final_semicolon(q.sql)}")
     except duckdb.Error as exc:

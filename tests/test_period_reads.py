@@ -111,15 +111,35 @@ def test_computed_from_the_days_read_only_expected_reads_can_differ(wh) -> None:
             assert week_rows(period, view, week) == week_rows(whole, view, week), view
 
 
-def test_a_period_read_without_a_build_computes_each_heavy_view_once_for_its_session(wh) -> None:
+def _tables_and_views(con: duckdb.DuckDBPyConnection) -> tuple[set[str], set[str]]:
+    tables = "SELECT table_name FROM duckdb_tables() WHERE temporary"
+    views = "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+    return (
+        {name for (name,) in con.execute(tables).fetchall()} & set(sql.MATERIALISED),
+        {name for (name,) in con.execute(views).fetchall()} & set(sql.MATERIALISED),
+    )
+
+
+def test_a_read_without_stored_views_computes_each_heavy_view_once_for_its_session(wh) -> None:
     # as views, every query (and every view under it) would compute them again
     period = sql.connect(wh, only=["cache_breaks"], period=Period(W48.monday, W48.sunday))
-    whole = sql.connect(wh, only=["cache_breaks"], use_derived=False)
-    tables = "SELECT table_name FROM duckdb_tables() WHERE temporary ORDER BY 1"
-    views = "SELECT view_name FROM duckdb_views() WHERE NOT internal"
-    assert {name for (name,) in period.execute(tables).fetchall()} >= set(sql.MATERIALISED)
-    assert not {name for (name,) in period.execute(views).fetchall()} & set(sql.MATERIALISED)
-    assert {name for (name,) in whole.execute(views).fetchall()} >= set(sql.MATERIALISED)
+    assert _tables_and_views(period) == (set(sql.MATERIALISED), set())
+    named = sql.connect(wh, only=["cache_breaks"], use_derived=False)
+    assert _tables_and_views(named) == (set(sql.MATERIALISED), set())
+    # the build computes request_prefix a group of scopes at a time: views, never tables
+    for_build = sql.connect(wh, only=["cache_breaks"], use_derived=False, heavy_once=False)
+    assert _tables_and_views(for_build) == (set(), set(sql.MATERIALISED))
+
+
+def test_a_build_never_computes_the_heavy_views_as_tables_of_its_session(
+    wh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_args: object) -> None:
+        raise AssertionError("the build's session computed a heavy view as a table")
+
+    monkeypatch.setattr(sql, "compute_once", refuse)
+    results = materialise.build(wh, force=True)
+    assert {r.name for r in results if r.rebuilt} == set(sql.MATERIALISED)
 
 
 def test_a_week_page_is_the_same_written_alone_or_with_every_week(wh, tmp_path) -> None:
