@@ -271,7 +271,7 @@ def sql(
     A mistake in the statement (a misspelt column, a date such as '2026-13-01') prints
     DuckDB's message and exits 1.
     """
-    from pipeline import build_first, output
+    from pipeline import build_first, output, sql_run
     from pipeline import sql as sqlmod
 
     output.check(fmt, out)
@@ -280,7 +280,7 @@ def sql(
     if read := build_first.views_read_by(query):
         build_first.store_stale_views(wh, read, options, say=err)
     _con, rel = sqlmod.run_user_sql(wh, query, options=options)
-    with sqlmod.statement_errors():  # DuckDB runs the statement as the rows are read
+    with sql_run.statement_errors():  # DuckDB runs the statement as the rows are read
         rows = output.emit(rel, fmt, out)
     if out is not None:
         err(f"{rows} rows -> {out}")

@@ -27,8 +27,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from graphlib import CycleError, TopologicalSorter
@@ -40,6 +39,7 @@ from pipeline import compaction, resources, schema
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.period import Period, margin_days, parts_within
 from pipeline.raw_parts import raw_relation
+from pipeline.sql_run import run as run  # re-exported: every command runs its queries as sql.run
 from pipeline.sql_text import one_line, quoted, strip_final_semicolon
 from pipeline.warehouse import TABLES, Warehouse, stem_of
 
@@ -433,44 +433,6 @@ def _limit_read_memory(con: duckdb.DuckDBPyConnection, cap: int | None = None) -
     limit = build_memory_limit() if cap is None else min(cap, build_memory_limit())
     con.execute("SET temp_directory = ?", [str(spill)])
     con.execute("SET memory_limit = ?", [f"{limit // 1024**2}MiB"])
-
-
-# DuckDB's errors about a statement or the values it meets: a user's mistake, told in DuckDB's
-# own words. The rest (InternalException, FatalException) are bugs, in DuckDB or in our views.
-_STATEMENT_ERRORS: tuple[type[duckdb.Error], ...] = (
-    duckdb.ProgrammingError,  # parser, syntax, binder, catalog, invalid input or type
-    duckdb.DataError,  # conversion, out of range, type mismatch: e.g. '2026-13-01'
-    duckdb.NotSupportedError,
-    duckdb.OperationalError,  # a file the statement reads, out of memory
-    duckdb.DependencyException,
-    duckdb.PermissionException,
-    duckdb.InterruptException,
-)
-_SQL_HINT = "`cacheaudit views` lists views and columns"
-_CARET_CONTEXT = re.compile(r"\n\s*LINE \d+:.*", re.DOTALL)
-
-
-@contextmanager
-def statement_errors() -> Iterator[None]:
-    """Report a DuckDB error that a statement raises, at bind time or while its rows are read,
-    as the user's error (exit 1, one line); a DuckDB internal error stays a bug."""
-    try:
-        yield
-    except _STATEMENT_ERRORS as exc:
-        # DuckDB's caret under the statement ("LINE 1: ... ^^^") means nothing once on one line.
-        message = one_line(_CARET_CONTEXT.sub("", str(exc)))
-        hint = _SQL_HINT if isinstance(exc, duckdb.ProgrammingError) else None
-        raise QueryError(message, hint=hint) from exc
-
-
-def run(
-    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | list[object] | None = None
-) -> duckdb.DuckDBPyRelation:
-    with statement_errors():
-        rel = con.sql(sql, params=params)
-    if rel is None:
-        raise QueryError("statement returned no rows", hint="use a SELECT")
-    return rel
 
 
 def run_user_sql(

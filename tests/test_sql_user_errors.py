@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from fixtures.prices import tiny_warehouse as tiny
 
-from pipeline import sql as sqlmod
+from pipeline import sql_run
 from pipeline.errors import QueryError
 
 
@@ -71,7 +71,7 @@ def test_a_file_the_statement_reads_that_does_not_exist_is_a_user_error(
 
 
 def test_duckdbs_internal_error_is_not_passed_off_as_the_users_mistake() -> None:
-    with pytest.raises(duckdb.InternalException), sqlmod.statement_errors():
+    with pytest.raises(duckdb.InternalException), sql_run.statement_errors():
         raise duckdb.InternalException("INTERNAL Error: an assertion failed")
-    with pytest.raises(QueryError), sqlmod.statement_errors():
+    with pytest.raises(QueryError), sql_run.statement_errors():
         raise duckdb.BinderException("Binder Error: no column")
