@@ -106,7 +106,8 @@ def _label(row: dict[str, Any]) -> str:
 def load_run(exp_dir: Path, wh: Warehouse, options: sql.SqlOptions | None = None) -> RunRows:
     manifest, _results = load_results(exp_dir)
     run_id = manifest["run_id"]
-    con = sql.connect(wh, options=options)
+    # the views the page reads and what they read, not all of queries/ (each is bound)
+    con = sql.connect(wh, options=options, only=["experiment_requests"])
     rel = sql.run(con, ROWS_SQL, {"run": run_id})
     columns = rel.columns
     rows = []
@@ -440,7 +441,7 @@ def generate(
     exp_dir: Path, wh: Warehouse, out: Path, options: sql.SqlOptions | None = None
 ) -> Path:
     run = load_run(exp_dir, wh, options)
-    con = sql.connect(wh, options=options)
+    con = sql.connect(wh, options=options, only=["sources"])
     foot = footer.render(
         sources=footer.sources_html(con),
         warehouse=str(wh.root),

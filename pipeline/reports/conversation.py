@@ -37,7 +37,9 @@ def generate_conversation(
     if reason := missing_reason(view, conversation_turns.VIEWS[view]):
         raise NotFoundError(f"conversation reports are not available: {reason}")
     if con is None:
-        con = sql.connect(wh, options=options or sql.SqlOptions())
+        # the views the page reads and what they read: a heavy view that cannot be read from
+        # storage (`--rules`) is then computed once for the session (`sql.compute_once`)
+        con = sql.connect(wh, options=options or sql.SqlOptions(), only=[view, "sources"])
     rows = fetch(con, view, "conversation_id = $1", [conversation_id])
     if not rows:
         raise NotFoundError(
