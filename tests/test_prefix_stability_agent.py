@@ -26,12 +26,13 @@ def con(tmp_path_factory):
         write_requests(tmp_path_factory.mktemp("stability") / "wh", rows),
         only=["report_prefix_stability"],
     )
+    # the rows this test needs, in place of the heavy views the session computed as tables
     con.execute(
-        "CREATE TEMP TABLE conversations (request_id VARCHAR, conversation_id VARCHAR,"
+        "CREATE OR REPLACE TEMP TABLE conversations (request_id VARCHAR, conversation_id VARCHAR,"
         " parent_request_id VARCHAR, agent VARCHAR, started_at TIMESTAMPTZ)"
     )
     con.execute(
-        "CREATE TEMP TABLE request_prefix (request_id VARCHAR, tools_hash VARCHAR,"
+        "CREATE OR REPLACE TEMP TABLE request_prefix (request_id VARCHAR, tools_hash VARCHAR,"
         " system_hash VARCHAR, before_last_reply_hash VARCHAR, history_hash VARCHAR)"
     )
     # Conversation A: no agent recorded; its second turn changed the system prompt.
