@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pipeline.simulate.answers import deepseek_usage, openai_usage
+
 if TYPE_CHECKING:
     from pipeline.demo import Agent
 
@@ -86,29 +88,11 @@ def usage_of(
     input_tokens = len(prompt) // 4 + 3 * n_seg
     read = min(read, input_tokens)
     if agent.provider == "deepseek":
-        usage: dict[str, Any] = {
-            "prompt_tokens": input_tokens,
-            "completion_tokens": out_tokens,
-            "total_tokens": input_tokens + out_tokens,
-            "prompt_tokens_details": {"cached_tokens": read},
-            "prompt_cache_hit_tokens": read,
-            "prompt_cache_miss_tokens": input_tokens - read,
-        }
+        usage = deepseek_usage(input_tokens, read, out_tokens)
         if agent.reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
         return usage
-    return {
-        "prompt_tokens": input_tokens,
-        "completion_tokens": out_tokens,
-        "total_tokens": input_tokens + out_tokens,
-        "prompt_tokens_details": {"cached_tokens": read, "audio_tokens": 0},
-        "completion_tokens_details": {
-            "reasoning_tokens": 0,
-            "audio_tokens": 0,
-            "accepted_prediction_tokens": 0,
-            "rejected_prediction_tokens": 0,
-        },
-    }
+    return openai_usage(input_tokens, read, out_tokens)
 
 
 def stream_body(

@@ -67,10 +67,6 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _quoted(name: str) -> str:
-    return quoted(name)
-
-
 def _absolute(files: list[Path]) -> list[Path]:
     """`files` as absolute paths, each folder resolved once: resolving every part (a few
     syscalls each) took 0.1 s per ingest on a warehouse of 500 sources. Parts are plain files
@@ -87,9 +83,9 @@ def _absolute(files: list[Path]) -> list[Path]:
 
 def _raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
     spec = schema.load(table)
-    view = _quoted(f"raw_{table}")
+    view = quoted(f"raw_{table}")
     if not files:
-        cols = ", ".join(f"{_quoted(c.name)} {c.type}" for c in spec.columns)
+        cols = ", ".join(f"{quoted(c.name)} {c.type}" for c in spec.columns)
         con.execute(f"CREATE TABLE {view} ({cols})")
         return
     options = read_options(spec, files, con)
@@ -97,7 +93,7 @@ def _raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
     select = f"SELECT * FROM read_parquet([{listed}], {options})"
     present = set(con.sql(select + " LIMIT 0").columns)
     missing = [c for c in spec.columns if c.name not in present]
-    extra = "".join(f", CAST(NULL AS {c.type}) AS {_quoted(c.name)}" for c in missing)
+    extra = "".join(f", CAST(NULL AS {c.type}) AS {quoted(c.name)}" for c in missing)
     con.execute(f"CREATE VIEW {view} AS SELECT *{extra} FROM ({select})")
 
 
@@ -115,11 +111,11 @@ def _data_tables(con: duckdb.DuckDBPyConnection, options: sqlmod.SqlOptions) -> 
     for (name,) in temporary:
         # A registered object (or temp table) shadows a table of the same name: copy it under
         # a staging name, drop the temporary, then give the copy its name.
-        con.execute(f"CREATE TABLE {_quoted('stage_' + name)} AS SELECT * FROM {_quoted(name)}")
+        con.execute(f"CREATE TABLE {quoted('stage_' + name)} AS SELECT * FROM {quoted(name)}")
         with contextlib.suppress(duckdb.Error):  # a temp table, not a registered object
             con.unregister(name)
-        con.execute(f"DROP TABLE IF EXISTS temp.{_quoted(name)}")
-        con.execute(f"ALTER TABLE {_quoted('stage_' + name)} RENAME TO {_quoted(name)}")
+        con.execute(f"DROP TABLE IF EXISTS temp.{quoted(name)}")
+        con.execute(f"ALTER TABLE {quoted('stage_' + name)} RENAME TO {quoted(name)}")
 
 
 META = "cacheaudit_meta"
@@ -180,7 +176,7 @@ def _write_full(
     bodies = {}
     for name in sqlmod.creation_order(queries):
         bodies[name] = _view_body(wh, name, queries, options, state)
-        con.execute(f"CREATE VIEW {_quoted(name)} AS {bodies[name]}")
+        con.execute(f"CREATE VIEW {quoted(name)} AS {bodies[name]}")
     con.execute(f"CREATE TABLE {META} (stamp VARCHAR)")
     con.execute(f"INSERT INTO {META} VALUES (?)", [stamp])
     _record_bodies(con, {n: b for n, b in bodies.items() if n in sqlmod.MATERIALISED})
@@ -218,7 +214,7 @@ def _update(
     for table, files in compaction.substitute(wh, snapshot).items():
         raw = f"raw_{table}"
         kind = "TABLE" if raw in tables else "VIEW"
-        con.execute(f"DROP {kind} IF EXISTS {_quoted(raw)}")
+        con.execute(f"DROP {kind} IF EXISTS {quoted(raw)}")
         _raw(con, table, files)
     recorded = _recorded_bodies(con)
     changed = {}
@@ -226,7 +222,7 @@ def _update(
         if name in queries:
             body = _view_body(wh, name, queries, options, state)
             if recorded.get(name) != body:
-                con.execute(f"CREATE OR REPLACE VIEW {_quoted(name)} AS {body}")
+                con.execute(f"CREATE OR REPLACE VIEW {quoted(name)} AS {body}")
                 changed[name] = body
     _record_bodies(con, changed)
 
