@@ -1,5 +1,5 @@
 -- name: request_prefix
--- inputs: prefix_requests, prefix_segments
+-- inputs: prefix_requests, prefix_segments, cache_rules
 -- output: one row per request with everything the prefix views need from its segments (the
 --   heavy step; materialised by `cacheaudit build`). One window over the segments: per (cache
 --   scope, chained prefix hash), which earlier request last had the same prefix at each
@@ -10,6 +10,12 @@
 --   includes it), so `cacheaudit build` may compute whole scopes apart and put the rows
 --   together: the only step over every request, the arrival order, is taken in
 --   prefix_requests.
+--   The horizon: an earlier request further back than the longest lifetime or lookback any
+--   cache rule allows (3 days with the shipped rules; a day at least) is not looked at, even
+--   by a rule with no published lifetime (Gemini implicit, vLLM, SGLang), whose entries the
+--   provider keeps until it evicts them. So a request's row depends only on the requests of
+--   its scope within the horizon before it, and `cacheaudit build` computes a day from that
+--   day and the horizon before it (docs/providers.md, "The horizon").
 --   Cost notes (bench/views.py): the window sort is the one expensive step, so it carries only
 --   narrow numeric columns and one window specification (one sort); the entry a request can
 --   read is found among the four requests before it (lags, no second pass); counts, bytes and
@@ -17,6 +23,17 @@
 --   request instead of widening that sort.
 WITH req AS (
     SELECT * FROM prefix_requests
+),
+
+-- how far back a request looks (see the header), in microseconds: the longest lifetime,
+-- extended lifetime or lookback of any rule, and a day (what a request no rule matches gets)
+horizon AS (
+    SELECT greatest(
+        max(greatest(coalesce(lifetime_s, 0), coalesce(extended_lifetime_s, 0),
+                     coalesce(lookback_s, 0))),
+        86400
+    ) * 1000000                                                         AS horizon_us
+    FROM cache_rules
 ),
 
 -- the segments with what their request says of the entry left at each position
@@ -51,7 +68,7 @@ seg AS NOT MATERIALIZED (
     JOIN req AS q USING (request_id)
 ),
 
--- one window specification, so one sort; a whole-partition frame replaces a second window
+-- one partition and order (one sort); the frame of the last values stops before the row
 windowed AS (
     SELECT
         rid_ord, position, kind_code, role_code, t_us, lookback_from_us,
@@ -65,24 +82,55 @@ windowed AS (
         lag(available_us) OVER same_prefix                              AS available_1,
         lag(expires_us) OVER same_prefix                                AS expires_1,
         lag(available_us, 2) OVER same_prefix                           AS available_2,
+        lag(t_us, 2) OVER same_prefix                                   AS t_2,
         lag(expires_us, 2) OVER same_prefix                             AS expires_2,
         lag(available_us, 3) OVER same_prefix                           AS available_3,
+        lag(t_us, 3) OVER same_prefix                                   AS t_3,
         lag(expires_us, 3) OVER same_prefix                             AS expires_3,
         lag(available_us, 4) OVER same_prefix                           AS available_4,
+        lag(t_us, 4) OVER same_prefix                                   AS t_4,
         lag(expires_us, 4) OVER same_prefix                             AS expires_4,
-        -- the first entry available whose whole prompt ended here (a DeepSeek input unit), and
-        -- the first with a cache_control breakpoint here (an Anthropic cache entry): one
-        -- available before this request arrived exists when that is before t_us
-        min(CASE WHEN is_end THEN available_us END) OVER whole_prefix   AS first_end_us,
-        min(CASE WHEN is_breakpoint THEN available_us END) OVER whole_prefix
-                                                                        AS first_breakpoint_us
+        -- the latest earlier request whose whole prompt ended here (a DeepSeek input unit), and
+        -- the latest with a cache_control breakpoint here (an Anthropic cache entry): when its
+        -- entry became available, and when it arrived (for the horizon). The same partition
+        -- and order as the lags, so the same sort
+        last_value(CASE WHEN is_end THEN available_us END IGNORE NULLS) OVER before_prefix
+                                                                        AS end_available_us,
+        last_value(CASE WHEN is_end THEN t_us END IGNORE NULLS) OVER before_prefix
+                                                                        AS end_t_us,
+        last_value(CASE WHEN is_breakpoint THEN available_us END IGNORE NULLS) OVER before_prefix
+                                                                        AS breakpoint_available_us,
+        last_value(CASE WHEN is_breakpoint THEN t_us END IGNORE NULLS) OVER before_prefix
+                                                                        AS breakpoint_t_us
     FROM seg
     WINDOW
         same_prefix AS (PARTITION BY scoped_prefix_hash ORDER BY rid_ord),
-        whole_prefix AS (
+        before_prefix AS (
             PARTITION BY scoped_prefix_hash ORDER BY rid_ord
-            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )
+),
+
+-- what the window found, within the horizon: an earlier request further back is not there.
+-- Lag k is older than lag k - 1, so once one is past the horizon every later one is too
+within_horizon AS (
+    SELECT
+        w.rid_ord, w.position, w.kind_code, w.role_code, w.t_us, w.lookback_from_us,
+        w.breakpoint_near, w.prev_ord, w.prev_us,
+        CASE WHEN w.prev_us >= w.t_us - h.horizon_us THEN w.available_1 END AS available_1,
+        CASE WHEN w.t_2 >= w.t_us - h.horizon_us THEN w.available_2 END AS available_2,
+        CASE WHEN w.t_3 >= w.t_us - h.horizon_us THEN w.available_3 END AS available_3,
+        CASE WHEN w.t_4 >= w.t_us - h.horizon_us THEN w.available_4 END AS available_4,
+        w.expires_1, w.expires_2, w.expires_3, w.expires_4,
+        -- an entry whose prompt ended here (or with a breakpoint here) available before this
+        -- request arrived: a later request's entry is available after it arrives, so only
+        -- earlier requests count
+        CASE WHEN w.end_t_us >= w.t_us - h.horizon_us THEN w.end_available_us END
+                                                                        AS ended_here_us,
+        CASE WHEN w.breakpoint_t_us >= w.t_us - h.horizon_us THEN w.breakpoint_available_us END
+                                                                        AS breakpoint_here_us
+    FROM windowed AS w
+    CROSS JOIN horizon AS h
 ),
 
 -- The entry a request can read at a position: the one left by the latest of the four requests
@@ -104,7 +152,7 @@ alive AS (
         coalesce((available_1 <= t_us)::INTEGER, 0) + coalesce((available_2 <= t_us)::INTEGER, 0)
             + coalesce((available_3 <= t_us)::INTEGER, 0)
             + coalesce((available_4 <= t_us)::INTEGER, 0) >= 2            AS shared_by_two
-    FROM windowed
+    FROM within_horizon
 ),
 
 -- Ends of the shared prefixes per request. Prefix hashes are chained, so an earlier request
@@ -119,10 +167,10 @@ positions AS (
         max(position) FILTER (WHERE prev_us >= lookback_from_us)        AS shared_end,
         arg_max(prev_ord, position) FILTER (WHERE prev_us >= lookback_from_us) AS reuse_ord,
         max(position) FILTER (WHERE is_live)                            AS live_end,
-        max(position) FILTER (WHERE is_live AND first_end_us < t_us)    AS input_unit_end,
+        max(position) FILTER (WHERE is_live AND ended_here_us < t_us)   AS input_unit_end,
         max(position) FILTER (WHERE is_live AND shared_by_two)          AS shared_unit_end,
         max(position) FILTER (
-            WHERE is_live AND first_breakpoint_us < t_us AND breakpoint_near
+            WHERE is_live AND breakpoint_here_us < t_us AND breakpoint_near
         )                                                               AS breakpoint_end,
         -- the prompt's layout, needed below to hash the history
         min(position) FILTER (WHERE kind_code = 3)                      AS history_start,
