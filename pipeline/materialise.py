@@ -3,10 +3,12 @@
 Each stale view (its stamp, `sql.view_stamp`, differs from the one stored beside it) is written
 to `<warehouse>/derived/<view>.parquet` with its stamp, under the warehouse lock held shared, so
 that no ingest lands between the rows read and the stamp stored; `sql.connect` then reads the
-stored rows while the stamp matches. request_prefix is computed one group of cache scopes at a
-time on large warehouses (pipeline/prefix_groups.py), and the days that many small sources
-split into many parts are copied into one file first (pipeline/compaction.py). pipeline/sql.py
-says what a stamp digests and how sessions read the stored views.
+stored rows while the stamp matches. request_prefix is stored as one folder per day, and after
+an ingest only the days it changed are computed again (pipeline/prefix_days.py); a full build
+of it goes one group of cache scopes at a time on large warehouses (pipeline/prefix_groups.py).
+The days that many small sources split into many parts are copied into one file first
+(pipeline/compaction.py). pipeline/sql.py says what a stamp digests and how sessions read the
+stored views.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, prefix_groups, raw_parts, schema, sql
+from pipeline import compaction, prefix_days, prefix_groups, raw_parts, schema, sql
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql_text import one_line, path_literal, quoted
 from pipeline.warehouse import Warehouse
@@ -129,8 +131,12 @@ def _build_locked(
         start = time.perf_counter()
         path = sql.derived_path(wh, name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        extra: dict[str, object] = {}
         try:
-            rows = _write_view(con, name, tmp, group_segments, progress)
+            if name == prefix_days.VIEW:
+                rows, extra = _write_by_day(wh, options, con, tmp, force, group_segments, progress)
+            else:
+                rows = _write_view(con, name, tmp)
         except duckdb.Error as exc:
             _remove(tmp)
             raise QueryError(f"building {name}: {one_line(exc)}") from exc
@@ -144,7 +150,8 @@ def _build_locked(
         tmp.replace(path)
         stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
         stamp_tmp.write_text(
-            json.dumps({"view": name, "stamp": stamp, "rows": rows}, indent=1), encoding="utf-8"
+            json.dumps({"view": name, "stamp": stamp, "rows": rows, **extra}, indent=1),
+            encoding="utf-8",
         )
         stamp_tmp.replace(sql.stamp_path(wh, name))
         # later views read the stored result instead of recomputing this one
@@ -167,25 +174,59 @@ def _compact(wh: Warehouse, out_dir: Path, progress: Callable[[str], None] | Non
         con.close()
 
 
-def _write_view(
-    con: duckdb.DuckDBPyConnection,
-    name: str,
-    tmp: Path,
-    group_segments: int,
-    progress: Callable[[str], None] | None,
-) -> int:
-    """Write view `name` to `tmp`: one Parquet file, or for request_prefix on a warehouse of
-    more than `group_segments` segments a directory of parts, one per group of cache scopes
-    (pipeline/prefix_groups.py). Returns the rows written."""
-    if name == prefix_groups.GROUPED_VIEW:
-        groups = prefix_groups.group_count(con, group_segments)
-        if groups > 1:
-            return prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
+def _write_view(con: duckdb.DuckDBPyConnection, name: str, tmp: Path) -> int:
+    """Write view `name` to `tmp`, one Parquet file; returns the rows written."""
     written = con.execute(
         f"COPY (SELECT * FROM {quoted(name)}{stored_order(name)}) "
         f"TO '{path_literal(tmp)}' (FORMAT parquet, COMPRESSION zstd)"
     ).fetchall()
     return int(written[0][0]) if written else 0
+
+
+def _write_by_day(
+    wh: Warehouse,
+    options: sql.SqlOptions,
+    con: duckdb.DuckDBPyConnection,
+    tmp: Path,
+    force: bool,
+    group_segments: int,
+    progress: Callable[[str], None] | None,
+) -> tuple[int, dict[str, object]]:
+    """request_prefix as one folder per day under `tmp`: only the days an ingest changed
+    computed again when the stored days allow it, else every day (pipeline/prefix_days.py).
+    Returns the rows and what the stamp records of the days."""
+    path = sql.derived_path(wh, prefix_days.VIEW)
+    spill = path.parent / ".spill"
+    base = prefix_days.base_stamp(wh, options)
+    days = prefix_days.day_inputs(wh)
+    old = None if force else prefix_days.stored_days(_stamp_doc(wh), base, path)
+    if old is None or not prefix_days.compute_days(
+        wh, options, path, old, days, tmp, lambda c: _limit_build_memory(c, spill), progress
+    ):
+        _remove(tmp)
+        groups = prefix_groups.group_count(con, group_segments)
+        if groups == 1:
+            tmp.mkdir(parents=True)
+            prefix_days.write_days(con, f"SELECT * FROM {quoted(prefix_days.VIEW)}", tmp)
+        else:  # one group of cache scopes at a time, each adding its rows to the days
+            prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
+    if not any(tmp.rglob("*.parquet")):  # no request at all: readers still need the columns
+        con.execute(
+            f"COPY (SELECT * FROM {quoted(prefix_days.VIEW)} LIMIT 0) "
+            f"TO '{path_literal(tmp / 'empty.parquet')}' (FORMAT parquet)"
+        )
+    ((rows,),) = con.execute(
+        "SELECT count(*) FROM read_parquet($p)", {"p": str(tmp / "**" / "*.parquet")}
+    ).fetchall()
+    return int(rows), {"base": base, "days": days}
+
+
+def _stamp_doc(wh: Warehouse) -> dict[str, object]:
+    try:
+        doc = json.loads(sql.stamp_path(wh, prefix_days.VIEW).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _remove(path: Path) -> None:

@@ -14,8 +14,8 @@ So a build of a large warehouse:
    `groups` by `scope_hash % groups` (queries/params/prefix_request_groups.sql);
 2. writes prefix_segments (one numeric row per segment, grouped by joining those stored rows)
    once, split the same way: the only pass over every segment;
-3. computes request_prefix for each group from that group's files alone and writes it as one
-   part of `derived/request_prefix.parquet/`, rows in started_at order like every stored view.
+3. computes request_prefix for each group from that group's files alone and adds its rows to
+   the day folders of `derived/request_prefix.parquet/` (pipeline/prefix_days.py).
 
 Memory then follows the largest group, not the warehouse: a group is ~GROUP_SEGMENTS segments
 when the traffic has many scopes. Traffic of a single scope (one key, one model) stays one
@@ -55,10 +55,10 @@ def write_in_groups(
     *,
     progress: Callable[[str], None] | None = None,
 ) -> int:
-    """Write request_prefix as part files in the directory `out`, one per non-empty group of
-    scopes; returns the rows written."""
+    """Write request_prefix under the directory `out`, one group of scopes at a time, each
+    adding its rows to the folders of their days; returns the rows written."""
     # materialise imports this module at its top: the other way round only here
-    from pipeline import materialise, sql
+    from pipeline import sql
 
     queries = sql.load_queries()
     work = out.with_name(out.name + ".work")
@@ -89,8 +89,7 @@ def write_in_groups(
                         "SELECT * FROM read_parquet($p) LIMIT 0",
                         params={"p": str(work / stage / "**" / "*.parquet")},
                     ).create_view(stage, replace=True)
-            rel = con.sql(f'SELECT * FROM "{GROUPED_VIEW}"{materialise.stored_order(GROUPED_VIEW)}')
-            rows += _write_count(rel, out / f"part-{number:05d}.parquet")
+            rows += _write_count(con, out)
         return rows
     finally:
         for stage in STAGES:
@@ -98,11 +97,11 @@ def write_in_groups(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _write_count(rel: duckdb.DuckDBPyRelation, path: Path) -> int:
-    import pyarrow.parquet as pq
+def _write_count(con: duckdb.DuckDBPyConnection, out: Path) -> int:
+    """Add the group's rows under `out`, one folder per day (pipeline/prefix_days.py)."""
+    from pipeline import prefix_days
 
-    rel.write_parquet(str(path), compression="zstd")
-    return int(pq.read_metadata(path).num_rows)
+    return prefix_days.write_days(con, f'SELECT * FROM "{GROUPED_VIEW}"', out)
 
 
 def _say(progress: Callable[[str], None] | None, message: str) -> None:

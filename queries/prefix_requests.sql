@@ -26,7 +26,8 @@
 --   one source file, one session id (or none), and no gap between consecutive requests longer
 --   than the longest lifetime any cache rule allows (after it nothing can be read, whoever
 --   sent it). That is `cache_scope` (docs/capture.md, "Without an account").
---   Arrival order is started_at, then the file and the record's position in it: a VCR
+--   Arrival order is started_at, then the file and the record's position in it (numbered
+--   within each UTC day, see rid_ord): a VCR
 --   cassette's starts come from Date headers (one-second steps, so a conversation's turns
 --   often tie) or are unknown (NULL, ordered after every known start); its record order is
 --   the order the calls were made.
@@ -102,8 +103,13 @@ served AS (
 final AS (
     SELECT
         r.request_id,
-        row_number() OVER (ORDER BY r.started_at, r.source, r.source_index, r.request_id)
-                                                                        AS rid_ord,
+        -- the arrival order as a number: the request's UTC day (days since 1970; an unknown
+        -- start after every day) times 10^9, plus its rank within that day. A day's numbers
+        -- depend on that day alone: requests ingested for other days leave them as they are
+        coalesce(date_diff('day', DATE '1970-01-01', r.day), 9000000000)::BIGINT * 1000000000
+            + row_number() OVER (
+                PARTITION BY r.day ORDER BY r.started_at, r.source, r.source_index, r.request_id
+            )                                                           AS rid_ord,
         r.started_at,
         epoch_us(r.started_at)                                          AS t_us,
         -- the provider processed it: a 2xx response (OTel spans carry no HTTP status: their

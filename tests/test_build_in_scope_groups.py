@@ -51,7 +51,7 @@ def _split_copy(unsplit: Warehouse, tmp_path: Path, lines: list[str] | None = No
 
 def _differing_rows(a: Path, b: Path) -> int:
     def pattern(p: Path) -> str:
-        return str(p / "*.parquet") if p.is_dir() else str(p)
+        return str(p / "**" / "*.parquet") if p.is_dir() else str(p)
 
     con = duckdb.connect()
     ((n,),) = con.execute(
@@ -76,7 +76,10 @@ def test_a_build_in_groups_of_scopes_stores_the_same_rows_in_every_view(
 ) -> None:
     split = _split_copy(unsplit, tmp_path)
     stored = sql.derived_path(split, "request_prefix")
-    assert stored.is_dir() and len(list(stored.glob("*.parquet"))) > 3
+    # the groups' rows, one folder per day
+    assert sorted(p.name for p in stored.iterdir()) == sorted(
+        p.name.removeprefix("day=") for p in (split.root / "requests").iterdir()
+    )
     for view in sql.MATERIALISED:
         assert _differing_rows(sql.derived_path(unsplit, view), sql.derived_path(split, view)) == 0
 
@@ -86,11 +89,15 @@ def test_a_build_in_groups_keeps_the_arrival_order_over_the_whole_warehouse(
 ) -> None:
     split = _split_copy(unsplit, tmp_path)
     con = sql.connect(split, only=["request_prefix"])
-    ((n, first, last, distinct),) = con.execute(
-        "SELECT count(*), min(arrival_order), max(arrival_order), count(DISTINCT arrival_order) "
-        "FROM request_prefix"
+    # the day's number times 10^9 plus the rank within the day: 1 to n on each day
+    days = con.execute(
+        "SELECT date_diff('day', DATE '1970-01-01', started_at::DATE) AS day, count(*),"
+        " min(arrival_order), max(arrival_order), count(DISTINCT arrival_order)"
+        " FROM request_prefix GROUP BY 1"
     ).fetchall()
-    assert (first, last, distinct) == (1, n, n)
+    assert len(days) > 3
+    for day, n, first, last, distinct in days:
+        assert (first, last, distinct) == (day * 10**9 + 1, day * 10**9 + n, n)
 
 
 def test_the_parts_of_a_build_in_groups_are_read_as_the_stored_view(
@@ -125,7 +132,13 @@ def test_a_warehouse_under_the_group_size_is_built_in_one_piece(
     shutil.rmtree(wh.root / sql.DERIVED_DIR)
     lines: list[str] = []
     materialise.build(wh, progress=lines.append)
-    assert sql.derived_path(wh, "request_prefix").is_file() and lines == []
+    assert lines == []  # no group
+    days = list(sql.derived_path(wh, "request_prefix").iterdir())
+    assert days and all(len(list(day.iterdir())) == 1 for day in days)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*.parquet")}
 
 
 def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
@@ -133,7 +146,7 @@ def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
 ) -> None:
     wh = Warehouse(tmp_path / "failing")
     shutil.copytree(unsplit.root, wh.root)
-    before = sql.derived_path(wh, "request_prefix").read_bytes()
+    before = _files(sql.derived_path(wh, "request_prefix"))
 
     def fail(*args: object, **kwargs: object) -> int:
         raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
@@ -141,7 +154,7 @@ def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
     monkeypatch.setattr(prefix_groups, "_write_count", fail)
     with pytest.raises(Exception, match="building request_prefix: Out of Memory"):
         materialise.build(wh, force=True, group_segments=SMALL_GROUPS)
-    assert sql.derived_path(wh, "request_prefix").read_bytes() == before
+    assert _files(sql.derived_path(wh, "request_prefix")) == before
     hidden = [p.name for p in (wh.root / sql.DERIVED_DIR).iterdir() if p.name.startswith(".")]
     assert hidden in ([], [".spill"])
 

@@ -50,7 +50,9 @@ def _copy_of_built(inputs: dict[str, Path], tmp_path: Path) -> Warehouse:
 
 
 def _stored_rows(wh: Warehouse, name: str) -> int:
-    return int(pq.read_metadata(sql.derived_path(wh, name)).num_rows)
+    path = sql.derived_path(wh, name)
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    return sum(int(pq.read_metadata(f).num_rows) for f in files)
 
 
 def _recomputed_rows(wh: Warehouse, name: str) -> int:

@@ -94,6 +94,10 @@ def build(
     diagnose, report conversation, sql) builds what it needs itself when the stored views are
     stale, and says so.
 
+    request_prefix, the heaviest, is stored by UTC day: after an ingest a build computes only
+    the days whose requests changed and the days within the horizon after them (3 days with
+    the shipped rules), and keeps the rest. conversations and cache_breaks are computed whole.
+
     With --engine spark the same queries/*.sql run as Spark SQL (translated by sqlglot) and
     write the same derived/*.parquet, which `sql`, `diagnose` and `report` read with DuckDB."""
     from pipeline import materialise

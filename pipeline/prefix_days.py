@@ -1,0 +1,267 @@
+"""request_prefix stored by UTC day; after an ingest, only the days it changed are computed.
+
+A row of request_prefix depends on the requests of its cache scope within the horizon before it
+(queries/request_prefix.sql, docs/providers.md "The horizon"), and on three things
+prefix_requests takes over the whole history: the arrival order, the model that served a
+refused request, and the run of a request without an account. So `build` stores the view as one
+folder per day (`derived/request_prefix.parquet/<YYYY-MM-DD>/`, `unknown-day/` for requests
+whose start is unknown), records a digest of each day's inputs in the stamp, and on the next
+build:
+
+1. finds the days whose request or segment parts changed (a digest of their names and sizes and
+   of the manifests of their sources; a --force re-ingest rewrites the manifest);
+2. computes prefix_requests over every request (one row per request, cheap beside the segments)
+   and compares arrival order, model and cache scope with the stored rows: a day whose requests
+   moved (a request arrived before them, a refused request took another model) changed too;
+3. computes those days and the days within the horizon after each (they look back at them),
+   each run of consecutive days from its days and the horizon before them, the whole-history
+   prefix_requests rows standing in for the view;
+4. writes the new days beside the unchanged ones (hard links) and swaps the folder in.
+
+Everything else (the SQL or the rules changed, another engine's layout, `--force`, or more than
+FULL_SHARE of the requests to compute) is a full build, written by day the same way (one group
+of cache scopes at a time on large warehouses, pipeline/prefix_groups.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline import period as periods
+from pipeline import sql
+from pipeline.sql_text import path_literal, quoted
+from pipeline.warehouse import Warehouse, stem_of
+
+VIEW = "request_prefix"
+UNKNOWN_DAY = "unknown-day"
+# past this share of the requests to compute again, a full build (grouped by scope when large)
+FULL_SHARE = 0.5
+DAY_COLUMN = "cacheaudit_day"
+INPUT_TABLES = ("requests", "segments")
+
+
+def day_inputs(wh: Warehouse) -> dict[str, str]:
+    """Per day (`YYYY-MM-DD`, or UNKNOWN_DAY): a digest of the request and segment parts readers
+    see of it, and of the manifests of the sources those parts belong to."""
+    snapshot = wh.snapshot([*INPUT_TABLES, "sources"])
+    manifests: dict[str, bytes] = {}
+    for path in snapshot["sources"]:
+        try:
+            manifests[stem_of(path)] = hashlib.sha256(path.read_bytes()).digest()
+        except FileNotFoundError:
+            continue
+    per_day: dict[str, Any] = {}
+    for table in INPUT_TABLES:
+        for path in snapshot[table]:
+            day = periods.day_of(path)
+            key = day.isoformat() if day is not None else UNKNOWN_DAY
+            digest = per_day.setdefault(key, hashlib.sha256(b"day\n"))
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            digest.update(f"{path.relative_to(wh.root).as_posix()} {size}\n".encode())
+            digest.update(manifests.get(stem_of(path), b""))
+    return {day: digest.hexdigest() for day, digest in sorted(per_day.items())}
+
+
+def base_stamp(wh: Warehouse, options: sql.SqlOptions) -> str:
+    """The view's stamp without the warehouse's rows: its SQL, the cache rules, the version."""
+    return sql.view_stamp(wh, VIEW, options, state="per-day")
+
+
+def stored_days(stamp: dict[str, Any], base: str, path: Path) -> dict[str, str] | None:
+    """The day digests of a stored per-day build under the same SQL and rules, else None."""
+    days = stamp.get("days")
+    if stamp.get("base") != base or not isinstance(days, dict) or not path.is_dir():
+        return None
+    if any(not (path / day).is_dir() for day in days):
+        return None
+    return {str(k): str(v) for k, v in days.items()}
+
+
+def days_to_compute(
+    con: duckdb.DuckDBPyConnection,
+    stored_path: Path,
+    old: dict[str, str],
+    new: dict[str, str],
+    reach_days: int,
+) -> set[str]:
+    """The days whose rows change: inputs changed, requests moved, or within `reach_days` after
+    such a day. `con` has the whole-history prefix_requests as the table `all_requests`."""
+    changed = {day for day in old.keys() | new.keys() if old.get(day) != new.get(day)}
+    moved = con.execute(
+        f"""
+        SELECT DISTINCT coalesce(strftime(s.started_at, '%Y-%m-%d'), '{UNKNOWN_DAY}')
+        FROM read_parquet($p) AS s
+        JOIN all_requests AS r USING (request_id)
+        WHERE s.arrival_order IS DISTINCT FROM r.rid_ord
+           OR s.model IS DISTINCT FROM r.model
+           OR s.cache_scope IS DISTINCT FROM r.cache_scope
+        """,
+        {"p": str(stored_path / "**" / "*.parquet")},
+    ).fetchall()
+    changed |= {day for (day,) in moved}
+    known = sorted(date.fromisoformat(d) for d in new if d != UNKNOWN_DAY)
+    out = {d for d in changed if d in new}
+    for day in changed - {UNKNOWN_DAY}:
+        first = date.fromisoformat(day)
+        out.update(d.isoformat() for d in known if first < d <= first + timedelta(reach_days))
+    return out
+
+
+def runs_of(days: set[str]) -> list[tuple[date, date]]:
+    """Consecutive known days as (first, last) runs."""
+    known = sorted(date.fromisoformat(d) for d in days if d != UNKNOWN_DAY)
+    runs: list[tuple[date, date]] = []
+    for day in known:
+        if runs and runs[-1][1] + timedelta(days=1) == day:
+            runs[-1] = (runs[-1][0], day)
+        else:
+            runs.append((day, day))
+    return runs
+
+
+def write_days(con: duckdb.DuckDBPyConnection, select: str, out: Path, params: Any = None) -> int:
+    """Add the rows of `select` (request_prefix rows) under `out`, one folder per day; returns
+    the rows written. No sort: a period read takes whole days, so each file's statistics keep
+    it away from files of other days whatever the order within a day."""
+    day = f"coalesce(strftime(started_at, '%Y-%m-%d'), '{UNKNOWN_DAY}')"
+    written = con.execute(
+        f"COPY (SELECT *, {day} AS {DAY_COLUMN} FROM ({select})) "
+        f"TO '{path_literal(out)}' (FORMAT parquet, COMPRESSION zstd, "
+        f"PARTITION_BY ({DAY_COLUMN}), OVERWRITE_OR_IGNORE, FILENAME_PATTERN 'part-{{uuid}}')",
+        params,
+    ).fetchall()
+    # `cacheaudit_day=2026-11-16/` -> `2026-11-16/`: a reader's glob must not find a hive column
+    for folder in list(out.glob(f"{DAY_COLUMN}=*")):
+        target = out / folder.name.split("=", 1)[1]
+        target.mkdir(exist_ok=True)
+        for part in folder.iterdir():
+            part.replace(target / part.name)
+        folder.rmdir()
+    return int(written[0][0]) if written else 0
+
+
+def compute_days(
+    wh: Warehouse,
+    options: sql.SqlOptions,
+    stored_path: Path,
+    old: dict[str, str],
+    new: dict[str, str],
+    out: Path,
+    limit_memory: Callable[[duckdb.DuckDBPyConnection], None],
+    progress: Callable[[str], None] | None = None,
+) -> bool:
+    """Write request_prefix under `out` (a new folder): the days to compute computed, the rest
+    linked from `stored_path`. False, with nothing written, when that is more than FULL_SHARE
+    of the requests (a full build is then the faster)."""
+    work = out.with_name(out.name + ".requests.parquet")
+    con = sql.connect(wh, options=options, only=[VIEW], use_derived=False, heavy_once=False)
+    try:
+        limit_memory(con)
+        # the whole-history stage once, as a file every run below reads
+        con.execute(f"COPY prefix_requests TO '{path_literal(work)}' (FORMAT parquet)")
+        sql.view_from_parquet(con, "all_requests", work)
+        reach = periods.margin_days(con, lookback=True)
+        todo = days_to_compute(con, stored_path, old, new, reach)
+        ((total, in_todo),) = con.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE coalesce(strftime(started_at, '%Y-%m-%d'),"
+            f" '{UNKNOWN_DAY}') IN (SELECT unnest($d::VARCHAR[]))) FROM all_requests",
+            {"d": sorted(todo)},
+        ).fetchall()
+        if total and in_todo > FULL_SHARE * total:
+            return False
+        out.mkdir(parents=True)
+        for day in sorted(set(new) - todo):  # unchanged: the stored files, linked
+            _link_tree(stored_path / day, out / day)
+        for first, last in runs_of(todo):
+            _say(progress, f"{VIEW}: computing {first} to {last} ({reach} days before them)")
+            _compute_run(wh, options, work, first, last, out, limit_memory)
+        if UNKNOWN_DAY in todo:
+            _say(progress, f"{VIEW}: computing the requests whose start is unknown")
+            con.execute(
+                "CREATE OR REPLACE TEMP VIEW prefix_requests AS "
+                "SELECT * FROM all_requests WHERE started_at IS NULL"
+            )
+            write_days(con, f"SELECT * FROM {quoted(VIEW)}", out)
+        return True
+    finally:
+        con.close()
+        work.unlink(missing_ok=True)
+
+
+def _compute_run(
+    wh: Warehouse,
+    options: sql.SqlOptions,
+    requests_file: Path,
+    first: date,
+    last: date,
+    out: Path,
+    limit_memory: Callable[[duckdb.DuckDBPyConnection], None],
+) -> None:
+    """The rows of days first..last, from the segments of those days and the horizon before
+    them (a period session registers just those) and the whole-history prefix_requests rows."""
+    days = periods.Period(first, last)
+    con = sql.connect(
+        wh, options=options, only=[VIEW], use_derived=False, heavy_once=False, period=days
+    )
+    try:
+        limit_memory(con)
+        reach = periods.margin_days(con, lookback=True)
+        sql.view_from_parquet(con, "prefix_requests", requests_file, days.read_days(reach))
+        _keep_segments_of_the_days(con, days)
+        write_days(
+            con,
+            f"SELECT * FROM {quoted(VIEW)} WHERE started_at >= $start AND started_at < $end",
+            out,
+            {"start": days.start, "end": days.end},
+        )
+    finally:
+        con.close()
+
+
+def _keep_segments_of_the_days(con: duckdb.DuckDBPyConnection, days: periods.Period) -> None:
+    """Of the horizon before the days, keep only the segments whose prefix (within the cache
+    scope) a request of the days has: request_prefix partitions its window by that prefix, so
+    the others only make the sort larger, and their rows are not kept. A prefix shared by the
+    whole scope (the tools, the system prompt) stays; a conversation that ended before the
+    days goes."""
+    bounds = {"start": days.start}
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE run_prefixes AS "
+        "SELECT DISTINCT hash(s.chain_hash, q.scope_hash) AS scoped_prefix_hash "
+        "FROM prefix_segments AS s JOIN prefix_requests AS q USING (request_id) "
+        "WHERE q.started_at >= $start",
+        bounds,
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE run_segments AS "
+        "SELECT s.* FROM prefix_segments AS s JOIN prefix_requests AS q USING (request_id) "
+        "WHERE q.started_at >= $start OR hash(s.chain_hash, q.scope_hash) IN "
+        "(SELECT scoped_prefix_hash FROM run_prefixes)",
+        bounds,
+    )
+    con.sql("SELECT * FROM run_segments").create_view("prefix_segments", replace=True)
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for part in source.iterdir():
+        try:
+            os.link(part, target / part.name)
+        except OSError:  # a file system without hard links
+            shutil.copy2(part, target / part.name)
+
+
+def _say(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)

@@ -1,0 +1,166 @@
+"""`cacheaudit build` stores request_prefix by day and, after an ingest, computes only the days
+it changed and the days within the horizon after them (pipeline/prefix_days.py). Each test
+compares the rows with those of a forced full build of the same warehouse, and checks which
+days were computed from the build's own progress lines and the stored files' inodes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from test_prefix_support import OPENAI, REPLY, _record, at, chat, refused, system, user
+
+from pipeline import cache_rules, materialise, prefix_days, sql
+from pipeline.demo import write_demo
+from pipeline.ingest import ingest
+from pipeline.warehouse import Warehouse
+
+SPLIT = "2026-11-27"  # the demo's last four days arrive in a later ingest
+
+
+@pytest.fixture(scope="module")
+def demo_halves(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("days")
+    capture = root / "capture.jsonl"
+    write_demo(capture, seed=7, sessions=24)
+    lines = capture.read_bytes().splitlines(keepends=True)
+    early, late = root / "early.jsonl", root / "late.jsonl"
+    early.write_bytes(b"".join(x for x in lines if json.loads(x)["started_at"][:10] < SPLIT))
+    late.write_bytes(b"".join(x for x in lines if json.loads(x)["started_at"][:10] >= SPLIT))
+    return early, late
+
+
+def _build(wh: Warehouse, **kw: Any) -> list[str]:
+    said: list[str] = []
+    materialise.build(wh, progress=said.append, **kw)
+    return [line for line in said if "computing" in line]
+
+
+def _stored(wh: Warehouse) -> list[tuple[Any, ...]]:
+    pattern = str(sql.derived_path(wh, prefix_days.VIEW) / "**" / "*.parquet")
+    return duckdb.sql(
+        "SELECT * FROM read_parquet($p) ORDER BY request_id", params={"p": pattern}
+    ).fetchall()
+
+
+def _inodes(wh: Warehouse) -> dict[str, set[int]]:
+    root = sql.derived_path(wh, prefix_days.VIEW)
+    return {d.name: {p.stat().st_ino for p in d.iterdir()} for d in root.iterdir()}
+
+
+def _same_as_full_build(wh: Warehouse, options: sql.SqlOptions | None = None) -> None:
+    incremental = _stored(wh)
+    materialise.build(wh, force=True, options=options)
+    assert incremental == _stored(wh)
+    assert len(incremental) > 0
+
+
+def test_a_new_day_computes_that_day_alone_and_keeps_the_stored_ones(
+    tmp_path: Path, demo_halves: tuple[Path, Path]
+) -> None:
+    early, late = demo_halves
+    wh = Warehouse(tmp_path / "wh")
+    ingest([early], wh, workers=1)
+    assert _build(wh) == []  # the first build computes every day at once
+    before = _inodes(wh)
+    assert sorted(before)[-1] < SPLIT
+    ingest([late], wh, workers=1)
+    said = _build(wh)
+    assert said == [f"{prefix_days.VIEW}: computing {SPLIT} to 2026-11-30 (3 days before them)"]
+    after = _inodes(wh)
+    assert {d: after[d] for d in before} == before  # the stored days' files, untouched
+    _same_as_full_build(wh)
+
+
+def test_days_that_hold_most_of_the_requests_are_computed_in_one_full_build(
+    tmp_path: Path, demo_halves: tuple[Path, Path]
+) -> None:
+    early, late = demo_halves
+    wh = Warehouse(tmp_path / "wh")
+    ingest([late], wh, workers=1)
+    materialise.build(wh)
+    before = _inodes(wh)
+    ingest([early], wh, workers=1)
+    # eleven earlier days and three stored ones after them: most of the requests
+    assert _build(wh) == []
+    after = _inodes(wh)
+    assert all(after[day].isdisjoint(before[day]) for day in before)
+    _same_as_full_build(wh)
+
+
+def test_a_request_ingested_into_a_stored_day_computes_that_day_and_the_horizon_after_it(
+    tmp_path: Path,
+) -> None:
+    s = system("Backfill. " + "Follow the runbook. " * 300)
+    day = 86_400
+    first, late = tmp_path / "first.jsonl", tmp_path / "late.jsonl"
+    first.write_bytes(b"".join(chat(at(i * day), f"a{i}", [s, user(f"q{i}")]) for i in range(12)))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([first], wh, workers=1)
+    materialise.build(wh)
+    before = _inodes(wh)
+    # a file exported late: one request of the second day, an hour after the one stored
+    late.write_bytes(chat(at(day + 3600), "late", [s, user("q1"), REPLY, user("more")]))
+    ingest([late], wh, workers=1)
+    said = _build(wh)
+    assert said == [f"{prefix_days.VIEW}: computing 2026-11-17 to 2026-11-20 (3 days before them)"]
+    after = _inodes(wh)
+    kept = {"2026-11-16", *(f"2026-11-{d}" for d in range(21, 28))}
+    assert {d: after[d] for d in kept} == {d: before[d] for d in kept}
+    assert all(after[d] != before[d] for d in ("2026-11-17", "2026-11-20"))
+    _same_as_full_build(wh)
+
+
+def test_a_refused_request_that_takes_a_later_answers_model_computes_its_day(
+    tmp_path: Path,
+) -> None:
+    s = system("Alias. " + "Follow the runbook. " * 300)
+    body = {"model": "gpt-4.1", "messages": [s, user("q")]}
+    day = 86_400
+    early = tmp_path / "early.jsonl"
+    late = tmp_path / "late.jsonl"
+    early.write_bytes(
+        refused(at(0), "r0", body)
+        + b"".join(chat(at(i * day), f"x{i}", [s, user(f"x{i}")], model="gpt-4o") for i in (5, 6))
+    )
+    # the first answer to gpt-4.1, 12 days later: the refused request was served by its model
+    answer = {
+        "id": "a12",
+        "object": "chat.completion",
+        "model": "gpt-4.1-2025-04-14",
+        "choices": [{"index": 0, "message": REPLY, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 2000, "completion_tokens": 5, "total_tokens": 2005},
+    }
+    late.write_bytes(_record(at(12 * day), "a12", OPENAI, body, answer))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([early], wh, workers=1)
+    materialise.build(wh)
+    ingest([late], wh, workers=1)
+    said = _build(wh)
+    assert f"{prefix_days.VIEW}: computing 2026-11-16 to 2026-11-16 (3 days before them)" in said
+    _same_as_full_build(wh)
+
+
+def test_rules_of_ones_own_compute_every_day_once_and_widen_the_horizon(
+    tmp_path: Path, demo_halves: tuple[Path, Path]
+) -> None:
+    early, late = demo_halves
+    builtin = cache_rules.builtin_paths()[0].read_text(encoding="utf-8").splitlines()
+    rules = tmp_path / "rules.csv"
+    five_days = 5 * 86_400
+    rules.write_text(f"{builtin[0]}\nlong,acme,*,,,prefix,1024,128,{five_days},,,,\n")
+    options = sql.SqlOptions(rules_paths=(rules,))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([early], wh, workers=1)
+    materialise.build(wh)
+    before = _inodes(wh)
+    assert _build(wh, options=options) == []
+    after = _inodes(wh)
+    assert all(after[day].isdisjoint(before[day]) for day in before)  # every day computed
+    ingest([late], wh, workers=1)
+    said = _build(wh, options=options)
+    assert said == [f"{prefix_days.VIEW}: computing {SPLIT} to 2026-11-30 (5 days before them)"]
+    _same_as_full_build(wh, options)
