@@ -12,7 +12,8 @@ build:
    of the manifests of their sources; a --force re-ingest rewrites the manifest);
 2. computes prefix_requests over every request (one row per request, cheap beside the segments)
    and compares arrival order, model and cache scope with the stored rows: a day whose requests
-   moved (a request arrived before them, a refused request took another model) changed too;
+   moved (a refused request took the model of an answer ingested since, a file's requests
+   without an account fell into other runs) changed too;
 3. computes those days and the days within the horizon after each (they look back at them),
    each run of consecutive days from its days and the horizon before them, the whole-history
    prefix_requests rows standing in for the view;
