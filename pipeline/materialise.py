@@ -144,8 +144,11 @@ def _build_locked(
             _remove(tmp)
             raise
         if path.is_dir() or tmp.is_dir():
-            # a directory of parts (split by scope, or another engine's) cannot be swapped
-            # in one step; a file replacing a file is
+            # a folder (request_prefix's days, or another engine's parts) cannot be swapped in
+            # one step; a file replacing a file is. The stamp goes first: a build that dies
+            # while the old folder is half removed leaves no stamp, so nothing reads or links
+            # what is left of it, and the next build computes every day
+            sql.stamp_path(wh, name).unlink(missing_ok=True)
             _remove(path)
         tmp.replace(path)
         stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
@@ -210,6 +213,8 @@ def _write_by_day(
             prefix_days.write_days(con, f"SELECT * FROM {quoted(prefix_days.VIEW)}", tmp)
         else:  # one group of cache scopes at a time, each adding its rows to the days
             prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
+    for day in days:  # a day with parts but no request (segments only) has a folder too
+        (tmp / day).mkdir(exist_ok=True)
     if not any(tmp.rglob("*.parquet")):  # no request at all: readers still need the columns
         con.execute(
             f"COPY (SELECT * FROM {quoted(prefix_days.VIEW)} LIMIT 0) "

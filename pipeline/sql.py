@@ -289,14 +289,16 @@ def compute_once(con: duckdb.DuckDBPyConnection, q: Query) -> None:
 def view_from_parquet(
     con: duckdb.DuckDBPyConnection, name: str, path: Path, days: Period | None = None
 ) -> None:
-    pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
+    # the files as of now, not a glob expanded at every query: a build replacing a folder
+    # meanwhile then fails a query of this session instead of giving it part of the rows
+    files = sorted(str(p) for p in path.rglob("*.parquet")) if path.is_dir() else [str(path)]
     if days is None:
-        rel = con.sql("SELECT * FROM read_parquet($p)", params={"p": pattern})
+        rel = con.sql("SELECT * FROM read_parquet($p)", params={"p": files})
     else:
-        # `build` writes rows in started_at order, so the filter skips whole row groups
+        # stored rows lie in started_at order, or in a file per day: the filter skips the rest
         rel = con.sql(
             "SELECT * FROM read_parquet($p) WHERE started_at >= $start AND started_at < $end",
-            params={"p": pattern, "start": days.start, "end": days.end},
+            params={"p": files, "start": days.start, "end": days.end},
         )
     rel.create_view(name, replace=True)
 

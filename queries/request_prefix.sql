@@ -90,17 +90,20 @@ windowed AS (
         lag(available_us, 4) OVER same_prefix                           AS available_4,
         lag(t_us, 4) OVER same_prefix                                   AS t_4,
         lag(expires_us, 4) OVER same_prefix                             AS expires_4,
-        -- the latest earlier request whose whole prompt ended here (a DeepSeek input unit), and
-        -- the latest with a cache_control breakpoint here (an Anthropic cache entry): when its
-        -- entry became available, and when it arrived (for the horizon). The same partition
-        -- and order as the lags, so the same sort
+        -- the latest earlier processed request whose whole prompt ended here (a DeepSeek input
+        -- unit), and the latest with a cache_control breakpoint here (an Anthropic cache
+        -- entry): when its entry became available, and when it arrived (for the horizon). Both
+        -- skip a refused request (it left no entry), so they describe the same request. The
+        -- same partition and order as the lags, so the same sort
         last_value(CASE WHEN is_end THEN available_us END IGNORE NULLS) OVER before_prefix
                                                                         AS end_available_us,
-        last_value(CASE WHEN is_end THEN t_us END IGNORE NULLS) OVER before_prefix
+        last_value(CASE WHEN is_end AND available_us IS NOT NULL THEN t_us END IGNORE NULLS)
+            OVER before_prefix
                                                                         AS end_t_us,
         last_value(CASE WHEN is_breakpoint THEN available_us END IGNORE NULLS) OVER before_prefix
                                                                         AS breakpoint_available_us,
-        last_value(CASE WHEN is_breakpoint THEN t_us END IGNORE NULLS) OVER before_prefix
+        last_value(CASE WHEN is_breakpoint AND available_us IS NOT NULL THEN t_us END IGNORE NULLS)
+            OVER before_prefix
                                                                         AS breakpoint_t_us
     FROM seg
     WINDOW

@@ -164,3 +164,30 @@ def test_rules_of_ones_own_compute_every_day_once_and_widen_the_horizon(
     said = _build(wh, options=options)
     assert said == [f"{prefix_days.VIEW}: computing {SPLIT} to 2026-11-30 (5 days before them)"]
     _same_as_full_build(wh, options)
+
+
+def test_a_build_that_dies_while_removing_the_old_days_leaves_no_stamp_to_trust(
+    tmp_path: Path, demo_halves: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    early, late = demo_halves
+    wh = Warehouse(tmp_path / "wh")
+    ingest([early], wh, workers=1)
+    materialise.build(wh)
+    ingest([late], wh, workers=1)
+    stored = sql.derived_path(wh, prefix_days.VIEW)
+    real_remove = materialise._remove
+
+    def dies_halfway(path: Path) -> None:
+        if path == stored:  # one day's files gone, then the process dies
+            for part in sorted(stored.iterdir())[0].iterdir():
+                part.unlink()
+            raise KeyboardInterrupt
+        real_remove(path)
+
+    monkeypatch.setattr(materialise, "_remove", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        materialise.build(wh)
+    monkeypatch.setattr(materialise, "_remove", real_remove)
+    assert not sql.stamp_path(wh, prefix_days.VIEW).exists()
+    assert _build(wh) == []  # no stamp: every day computed, none linked from the remains
+    _same_as_full_build(wh)

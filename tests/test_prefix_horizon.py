@@ -9,7 +9,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from test_prefix_support import BIG, REPLY, at, deepseek, gemini, system, user, warehouse
+from test_prefix_support import (
+    BIG,
+    DEEPSEEK,
+    REPLY,
+    at,
+    deepseek,
+    gemini,
+    refused,
+    system,
+    user,
+    warehouse,
+)
 
 from pipeline import sql
 from pipeline.period import Period
@@ -82,6 +93,26 @@ def test_a_deepseek_unit_whose_request_ended_past_the_horizon_is_not_found(
     # only d2 is within the horizon: no request ended at the question, no two shared it
     assert got["unit_bytes"] is None
     assert got["live_bytes"] == _bytes_through(wh, "d3", 2)
+
+
+def test_a_refused_request_that_ended_there_does_not_bring_back_an_older_unit(
+    tmp_path: Path,
+) -> None:
+    m1 = [system("Refused unit. " + BIG), user("q")]
+    wh = warehouse(
+        tmp_path,
+        [
+            deepseek(at(0), "d1", m1),  # its unit: past the horizon for d4
+            refused(
+                at(HORIZON + 3600), "r2", {"model": "deepseek-chat", "messages": m1}, url=DEEPSEEK
+            ),
+            deepseek(at(HORIZON + 5400), "d3", [*m1, REPLY, user("a")]),
+            deepseek(at(HORIZON + 7200), "d4", [*m1, REPLY, user("b")]),
+        ],
+    )
+    # the refused r2 ended at the question within the horizon but left no entry: d1's unit
+    # is not found through it
+    assert _prefix(wh)["d4"]["unit_bytes"] is None
 
 
 def test_each_day_computed_from_itself_and_the_horizon_before_it_is_the_whole_historys(
