@@ -202,7 +202,8 @@ def _write_by_day(
     spill = path.parent / ".spill"
     base = prefix_days.base_stamp(wh, options)
     days = prefix_days.day_inputs(wh)
-    old = None if force else prefix_days.stored_days(_stamp_doc(wh), base, path)
+    stored = sql.stamp_doc(wh, prefix_days.VIEW)
+    old = None if force else prefix_days.stored_days(stored, base, path)
     if old is None or not prefix_days.compute_days(
         wh, options, path, old, days, tmp, lambda c: _limit_build_memory(c, spill), progress
     ):
@@ -224,14 +225,6 @@ def _write_by_day(
         "SELECT count(*) FROM read_parquet($p)", {"p": str(tmp / "**" / "*.parquet")}
     ).fetchall()
     return int(rows), {"base": base, "days": days}
-
-
-def _stamp_doc(wh: Warehouse) -> dict[str, object]:
-    try:
-        doc = json.loads(sql.stamp_path(wh, prefix_days.VIEW).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def _remove(path: Path) -> None:

@@ -46,6 +46,8 @@ UNKNOWN_DAY = "unknown-day"
 # past this share of the requests to compute again, a full build (grouped by scope when large)
 FULL_SHARE = 0.5
 DAY_COLUMN = "cacheaudit_day"
+# the folder a request_prefix row belongs in
+DAY_OF_ROW = f"coalesce(strftime(started_at, '%Y-%m-%d'), '{UNKNOWN_DAY}')"
 INPUT_TABLES = ("requests", "segments")
 
 
@@ -79,7 +81,7 @@ def base_stamp(wh: Warehouse, options: sql.SqlOptions) -> str:
     return sql.view_stamp(wh, VIEW, options, state="per-day")
 
 
-def stored_days(stamp: dict[str, Any], base: str, path: Path) -> dict[str, str] | None:
+def stored_days(stamp: dict[str, object], base: str, path: Path) -> dict[str, str] | None:
     """The day digests of a stored per-day build under the same SQL and rules, else None."""
     days = stamp.get("days")
     if stamp.get("base") != base or not isinstance(days, dict) or not path.is_dir():
@@ -101,12 +103,15 @@ def days_to_compute(
     changed = {day for day in old.keys() | new.keys() if old.get(day) != new.get(day)}
     moved = con.execute(
         f"""
-        SELECT DISTINCT coalesce(strftime(s.started_at, '%Y-%m-%d'), '{UNKNOWN_DAY}')
-        FROM read_parquet($p) AS s
-        JOIN all_requests AS r USING (request_id)
-        WHERE s.arrival_order IS DISTINCT FROM r.rid_ord
-           OR s.model IS DISTINCT FROM r.model
-           OR s.cache_scope IS DISTINCT FROM r.cache_scope
+        SELECT DISTINCT {DAY_OF_ROW}
+        FROM (
+            SELECT s.started_at
+            FROM read_parquet($p) AS s
+            JOIN all_requests AS r USING (request_id)
+            WHERE s.arrival_order IS DISTINCT FROM r.rid_ord
+               OR s.model IS DISTINCT FROM r.model
+               OR s.cache_scope IS DISTINCT FROM r.cache_scope
+        )
         """,
         {"p": str(stored_path / "**" / "*.parquet")},
     ).fetchall()
@@ -135,9 +140,8 @@ def write_days(con: duckdb.DuckDBPyConnection, select: str, out: Path, params: A
     """Add the rows of `select` (request_prefix rows) under `out`, one folder per day; returns
     the rows written. No sort: a period read takes whole days, so each file's statistics keep
     it away from files of other days whatever the order within a day."""
-    day = f"coalesce(strftime(started_at, '%Y-%m-%d'), '{UNKNOWN_DAY}')"
     written = con.execute(
-        f"COPY (SELECT *, {day} AS {DAY_COLUMN} FROM ({select})) "
+        f"COPY (SELECT *, {DAY_OF_ROW} AS {DAY_COLUMN} FROM ({select})) "
         f"TO '{path_literal(out)}' (FORMAT parquet, COMPRESSION zstd, "
         f"PARTITION_BY ({DAY_COLUMN}), OVERWRITE_OR_IGNORE, FILENAME_PATTERN 'part-{{uuid}}')",
         params,
@@ -175,8 +179,8 @@ def compute_days(
         reach = periods.margin_days(con, lookback=True)
         todo = days_to_compute(con, stored_path, old, new, reach)
         ((total, in_todo),) = con.execute(
-            f"SELECT count(*), count(*) FILTER (WHERE coalesce(strftime(started_at, '%Y-%m-%d'),"
-            f" '{UNKNOWN_DAY}') IN (SELECT unnest($d::VARCHAR[]))) FROM all_requests",
+            f"SELECT count(*), count(*) FILTER (WHERE {DAY_OF_ROW} IN"
+            " (SELECT unnest($d::VARCHAR[]))) FROM all_requests",
             {"d": sorted(todo)},
         ).fetchall()
         if total and in_todo > FULL_SHARE * total:

@@ -395,14 +395,19 @@ def view_stamp(
     return digest.hexdigest()
 
 
-def stored_stamp(wh: Warehouse, name: str) -> str | None:
-    path, stamp_file = derived_path(wh, name), stamp_path(wh, name)
-    if not path.exists() or not stamp_file.exists():
-        return None
+def stamp_doc(wh: Warehouse, name: str) -> dict[str, object]:
+    """What `build` wrote beside view `name` (its stamp, rows, days): {} when none or damaged."""
     try:
-        stamp = json.loads(stamp_file.read_text(encoding="utf-8")).get("stamp")
-    except (OSError, ValueError, AttributeError):
+        doc = json.loads(stamp_path(wh, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def stored_stamp(wh: Warehouse, name: str) -> str | None:
+    if not derived_path(wh, name).exists():
         return None
+    stamp = stamp_doc(wh, name).get("stamp")
     return stamp if isinstance(stamp, str) else None
 
 
