@@ -14,10 +14,10 @@ week and all (target: within 1.2x, under 1.5 GB) and the build's time per reques
 tenth and all (target: within 1.5x).
 
 Then one new day (a seventh of a week's requests, a source of its own) is written into the
-largest warehouse and `build` timed again: request_prefix computes that day alone (stored by
-day), conversations and cache_breaks everything. The same day is built alone in a warehouse of
-its own for comparison (target: within 2x). The day's source is removed afterwards, so a kept
-warehouse stays as generated.
+largest warehouse and `build` timed again: request_prefix computes that day and the horizon
+after it, conversation_links and cache_breaks the days from it on (all stored by day). The
+same day is built alone in a warehouse of its own for comparison (target: within 2x). The
+day's source is removed afterwards, so a kept warehouse stays as generated.
 """
 
 from __future__ import annotations

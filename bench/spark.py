@@ -4,8 +4,8 @@
 
 Both engines run the same steps in a fresh process each (timed with the whole process tree's
 peak memory by bench/measure.py): ingest the capture into an empty warehouse, then build the
-materialised views (`cacheaudit build`: request_prefix, conversations, cache_breaks and what they
-read). The Spark figures include starting the session (a JVM): that is what a user waits for.
+materialised views (`cacheaudit build`: request_prefix, conversation_links, cache_breaks and what
+they read). The Spark figures include starting the session (a JVM): that is what a user waits for.
 The ratio is Spark time / DuckDB time; on one machine Spark is expected to be slower (JVM start,
 Python<->JVM hand-offs, a shuffle where DuckDB shares memory). docs/cluster.md explains why it
 still scales out. The two warehouses are then compared on headline numbers and row counts.

@@ -3,9 +3,11 @@
 Each stale view (its stamp, `sql.view_stamp`, differs from the one stored beside it) is written
 to `<warehouse>/derived/<view>.parquet` with its stamp, under the warehouse lock held shared, so
 that no ingest lands between the rows read and the stamp stored; `sql.connect` then reads the
-stored rows while the stamp matches. request_prefix is stored as one folder per day, and after
-an ingest only the days it changed are computed again (pipeline/prefix_days.py); a full build
-of it goes one group of cache scopes at a time on large warehouses (pipeline/prefix_groups.py).
+stored rows while the stamp matches. Each is stored as one folder per day. After an ingest,
+request_prefix computes only the days it changed (pipeline/prefix_days.py), conversation_links
+and cache_breaks the days from the first of those on (pipeline/conversation_days.py,
+pipeline/break_days.py); a full build of request_prefix goes one group of cache scopes at a
+time on large warehouses (pipeline/prefix_groups.py).
 The days that many small sources split into many parts are copied into one file first
 (pipeline/compaction.py). pipeline/sql.py says what a stamp digests and how sessions read the
 stored views.
@@ -24,10 +26,26 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, prefix_days, prefix_groups, raw_parts, schema, sql
+from pipeline import (
+    break_days,
+    compaction,
+    conversation_days,
+    prefix_days,
+    prefix_groups,
+    raw_parts,
+    schema,
+    sql,
+)
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql_text import one_line, path_literal, quoted
 from pipeline.warehouse import Warehouse
+
+# The stored views that look back without a horizon, so that after an ingest a build computes
+# them from the first day request_prefix computed again: how each does it
+FROM_FIRST_DAY = {
+    conversation_days.VIEW: conversation_days.compute_from,
+    break_days.VIEW: break_days.compute_from,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +141,9 @@ def _build_locked(
     con = sql.connect(wh, options=options, use_derived=not force, only=targets, heavy_once=False)
     _limit_build_memory(con, out_dir / ".spill")
     results: list[BuildResult] = []
+    # request_prefix's days before this build and the days it computed again, when it kept
+    # the others: cache_breaks then computes only from the first of them (break_days.py)
+    prefix_since: tuple[dict[str, str], set[str]] | None = None
     for name in order:
         stamp = stamps[name]
         if not force and sql.stored_stamp(wh, name) == stamp:
@@ -134,7 +155,13 @@ def _build_locked(
         extra: dict[str, object] = {}
         try:
             if name == prefix_days.VIEW:
-                rows, extra = _write_by_day(wh, options, con, tmp, force, group_segments, progress)
+                rows, extra, prefix_since = _write_by_day(
+                    wh, options, con, tmp, force, group_segments, progress
+                )
+            elif name in FROM_FIRST_DAY:
+                rows, extra = _write_from_first_day(
+                    wh, options, con, name, tmp, prefix_since, progress
+                )
             else:
                 rows = _write_view(con, name, tmp)
         except duckdb.Error as exc:
@@ -194,19 +221,23 @@ def _write_by_day(
     force: bool,
     group_segments: int,
     progress: Callable[[str], None] | None,
-) -> tuple[int, dict[str, object]]:
+) -> tuple[int, dict[str, object], tuple[dict[str, str], set[str]] | None]:
     """request_prefix as one folder per day under `tmp`: only the days an ingest changed
     computed again when the stored days allow it, else every day (pipeline/prefix_days.py).
-    Returns the rows and what the stamp records of the days."""
+    Returns the rows, what the stamp records of the days, and (the stored days' digests, the
+    days computed) when the other days were kept."""
     path = sql.derived_path(wh, prefix_days.VIEW)
     spill = path.parent / ".spill"
     base = prefix_days.base_stamp(wh, options)
     days = prefix_days.day_inputs(wh)
     stored = sql.stamp_doc(wh, prefix_days.VIEW)
     old = None if force else prefix_days.stored_days(stored, base, path)
-    if old is None or not prefix_days.compute_days(
-        wh, options, path, old, days, tmp, lambda c: _limit_build_memory(c, spill), progress
-    ):
+    todo = None
+    if old is not None:
+        todo = prefix_days.compute_days(
+            wh, options, path, old, days, tmp, lambda c: _limit_build_memory(c, spill), progress
+        )
+    if old is None or todo is None:
         _remove(tmp)
         groups = prefix_groups.group_count(con, group_segments)
         if groups == 1:
@@ -214,17 +245,58 @@ def _write_by_day(
             prefix_days.write_days(con, f"SELECT * FROM {quoted(prefix_days.VIEW)}", tmp)
         else:  # one group of cache scopes at a time, each adding its rows to the days
             prefix_groups.write_in_groups(con, tmp, groups, progress=progress)
+    rows = _finish_days(con, prefix_days.VIEW, tmp, days)
+    since = (old, todo) if old is not None and todo is not None else None
+    return rows, {"base": base, "days": days}, since
+
+
+def _write_from_first_day(
+    wh: Warehouse,
+    options: sql.SqlOptions,
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    tmp: Path,
+    prefix_since: tuple[dict[str, str], set[str]] | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[int, dict[str, object]]:
+    """conversation_links or cache_breaks as one folder per day under `tmp`: from the first
+    day request_prefix computed again when it kept the others and the stored rows are of the
+    same days, else every day (FROM_FIRST_DAY). Returns the rows and what the stamp records."""
+    path = sql.derived_path(wh, name)
+    spill = path.parent / ".spill"
+    base = sql.view_stamp(wh, name, options, state="per-day")
+    days = prefix_days.day_inputs(wh)
+    first = None
+    if prefix_since is not None:
+        old, todo = prefix_since
+        if prefix_days.stored_days(sql.stamp_doc(wh, name), base, path) == old:
+            first = prefix_days.first_changed_day(todo, days)
+    job = None
+    if first is not None:
+        job = prefix_days.FromFirstDay(
+            wh, options, path, first, days, tmp, lambda c: _limit_build_memory(c, spill), progress
+        )
+    if job is None or not FROM_FIRST_DAY[name](job):
+        _remove(tmp)
+        tmp.mkdir(parents=True)
+        prefix_days.write_days(con, f"SELECT * FROM {quoted(name)}", tmp)
+    return _finish_days(con, name, tmp, days), {"base": base, "days": days}
+
+
+def _finish_days(con: duckdb.DuckDBPyConnection, name: str, tmp: Path, days: dict[str, str]) -> int:
+    """A folder for every day with parts, a typed empty file when there is no row at all;
+    returns the rows under `tmp`."""
     for day in days:  # a day with parts but no request (segments only) has a folder too
         (tmp / day).mkdir(exist_ok=True)
     if not any(tmp.rglob("*.parquet")):  # no request at all: readers still need the columns
         con.execute(
-            f"COPY (SELECT * FROM {quoted(prefix_days.VIEW)} LIMIT 0) "
+            f"COPY (SELECT * FROM {quoted(name)} LIMIT 0) "
             f"TO '{path_literal(tmp / 'empty.parquet')}' (FORMAT parquet)"
         )
     ((rows,),) = con.execute(
         "SELECT count(*) FROM read_parquet($p)", {"p": str(tmp / "**" / "*.parquet")}
     ).fetchall()
-    return int(rows), {"base": base, "days": days}
+    return int(rows)
 
 
 def _remove(path: Path) -> None:

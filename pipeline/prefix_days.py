@@ -30,7 +30,8 @@ import hashlib
 import os
 import shutil
 from collections.abc import Callable
-from datetime import date, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,68 @@ def days_to_compute(
     return out
 
 
+def first_changed_day(todo: set[str], new_days: dict[str, str]) -> date | None:
+    """The first day whose rows a view that looks back without a horizon (conversations, and
+    the breaks read from them) changes when request_prefix computed the days `todo` again:
+    the earliest of them, or the day after the last one when it computed none. None when a
+    request's start is unknown: such requests sort after every day and belong to none, so
+    only a full build computes them."""
+    if UNKNOWN_DAY in new_days or UNKNOWN_DAY in todo:
+        return None
+    if todo:
+        return min(date.fromisoformat(d) for d in todo)
+    known = [date.fromisoformat(d) for d in new_days]
+    return max(known) + timedelta(days=1) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class FromFirstDay:
+    """A build of a stored view from the first day an ingest changed on (FROM_FIRST_DAY in
+    pipeline/materialise.py): the rows of the days before `first` are the stored ones."""
+
+    wh: Warehouse
+    options: sql.SqlOptions
+    stored_path: Path  # the view's stored days
+    first: date
+    new_days: dict[str, str]  # day_inputs of the warehouse now
+    out: Path  # the new folder of days
+    limit_memory: Callable[[duckdb.DuckDBPyConnection], None]
+    progress: Callable[[str], None] | None = None
+
+    @property
+    def start(self) -> datetime:
+        return periods.Period(self.first, self.first).start
+
+    @property
+    def last(self) -> date:
+        return max(date.fromisoformat(d) for d in self.new_days)
+
+    def keep_days_before(self, total: int, to_compute: int) -> bool:
+        """False when the days from `first` hold more than FULL_SHARE of the `total` requests
+        (a full build is then the faster); else create `out` with the stored files of the
+        days before `first` (hard links)."""
+        if total and to_compute > FULL_SHARE * total:
+            return False
+        self.out.mkdir(parents=True)
+        for day in sorted(self.new_days):
+            if date.fromisoformat(day) < self.first:
+                link_tree(self.stored_path / day, self.out / day)
+        return True
+
+    def say(self, message: str) -> None:
+        _say(self.progress, message)
+
+
+def stored_files_before(path: Path, first: date) -> list[str]:
+    """The Parquet files of a per-day view stored under `path` for the days before `first`."""
+    return sorted(
+        str(part)
+        for folder in path.iterdir()
+        if folder.is_dir() and folder.name != UNKNOWN_DAY and folder.name < first.isoformat()
+        for part in folder.glob("*.parquet")
+    )
+
+
 def runs_of(days: set[str]) -> list[tuple[date, date]]:
     """Consecutive known days as (first, last) runs."""
     known = sorted(date.fromisoformat(d) for d in days if d != UNKNOWN_DAY)
@@ -165,10 +228,10 @@ def compute_days(
     out: Path,
     limit_memory: Callable[[duckdb.DuckDBPyConnection], None],
     progress: Callable[[str], None] | None = None,
-) -> bool:
+) -> set[str] | None:
     """Write request_prefix under `out` (a new folder): the days to compute computed, the rest
-    linked from `stored_path`. False, with nothing written, when that is more than FULL_SHARE
-    of the requests (a full build is then the faster)."""
+    linked from `stored_path`; returns the days computed. None, with nothing written, when
+    that is more than FULL_SHARE of the requests (a full build is then the faster)."""
     work = out.with_name(out.name + ".requests.parquet")
     con = sql.connect(wh, options=options, only=[VIEW], use_derived=False, heavy_once=False)
     try:
@@ -184,10 +247,10 @@ def compute_days(
             {"d": sorted(todo)},
         ).fetchall()
         if total and in_todo > FULL_SHARE * total:
-            return False
+            return None
         out.mkdir(parents=True)
         for day in sorted(set(new) - todo):  # unchanged: the stored files, linked
-            _link_tree(stored_path / day, out / day)
+            link_tree(stored_path / day, out / day)
         for first, last in runs_of(todo):
             _say(progress, f"{VIEW}: computing {first} to {last} ({reach} days before them)")
             _compute_run(wh, options, work, first, last, out, limit_memory)
@@ -198,7 +261,7 @@ def compute_days(
                 "SELECT * FROM all_requests WHERE started_at IS NULL"
             )
             write_days(con, f"SELECT * FROM {quoted(VIEW)}", out)
-        return True
+        return todo
     finally:
         con.close()
         work.unlink(missing_ok=True)
@@ -258,7 +321,7 @@ def _keep_segments_of_the_days(con: duckdb.DuckDBPyConnection, days: periods.Per
     con.sql("SELECT * FROM run_segments").create_view("prefix_segments", replace=True)
 
 
-def _link_tree(source: Path, target: Path) -> None:
+def link_tree(source: Path, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for part in source.iterdir():
         try:

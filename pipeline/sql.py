@@ -4,7 +4,7 @@ Base relations `raw_<table>` read the Parquet parts (pipeline/raw_parts.py), a d
 many small parts from the copy `build` made of it (pipeline/compaction.py). A table
 with no files yet is an empty relation typed from its schema, so every view and query works on
 an empty warehouse. Each `queries/<name>.sql` becomes view `<name>`; its header names its inputs
-(`-- inputs: a, b`), which orders creation. Values are always bound as parameters.
+(`-- inputs: a, b`, or `none`), which orders creation. Values are always bound as parameters.
 
 Materialised views. The heavy views in `MATERIALISED` can be computed once and stored as
 `<warehouse>/derived/<view>.parquet` (a file, or a directory of part files) next to
@@ -60,7 +60,7 @@ class SqlOptions:
 TABLE_PROVIDERS = ("pipeline.prices.tables", "pipeline.cache_rules")
 
 # Views worth storing: each reads millions of segment rows or joins them (see bench/views.py).
-MATERIALISED = ("request_prefix", "conversations", "cache_breaks")
+MATERIALISED = ("request_prefix", "conversation_links", "cache_breaks")
 DERIVED_DIR = "derived"
 # A temp table of each `connect` session: the views it reads from stored Parquet.
 STORED_VIEWS_TABLE = "cacheaudit_stored_views"
@@ -89,8 +89,8 @@ def load_queries() -> dict[str, Query]:
         text = path.read_text(encoding="utf-8")
         inputs: tuple[str, ...] = ()
         for key, value in _HEADER.findall(text):
-            if key == "inputs":
-                inputs = tuple(v.strip() for v in value.split(",") if v.strip())
+            if key == "inputs":  # `-- inputs: none`: a view that reads nothing
+                inputs = tuple(v.strip() for v in value.split(",") if v.strip() not in ("", "none"))
         queries[path.stem] = Query(path.stem, path, text, inputs)
     return queries
 

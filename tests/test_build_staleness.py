@@ -129,7 +129,7 @@ def test_an_ingest_landing_while_a_build_runs_is_never_stamped_into_a_view_witho
         if sql.fresh_derived(wh, name) is not None:
             assert _stored_rows(wh, name) == _recomputed_rows(wh, name), name
     materialise.build(wh)
-    for name in ("request_prefix", "conversations"):
+    for name in ("request_prefix", "conversation_links"):
         assert sql.fresh_derived(wh, name) is not None
         assert _stored_rows(wh, name) == _recomputed_rows(wh, name)
 

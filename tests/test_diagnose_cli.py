@@ -17,7 +17,7 @@ def test_diagnose_shows_the_timestamp_change_of_a_request_in_its_timeline(
     assert run_cli("ingest", str(BREAKS / "system_changed.jsonl"), "-w", str(wh)).returncode == 0
     built = run_cli("build", "-w", str(wh))
     assert built.returncode == 0, built.stderr
-    assert (wh / "derived" / "cache_breaks.parquet").is_file()
+    assert (wh / "derived" / "cache_breaks.parquet").exists()
     out = run_cli("diagnose", "-w", str(wh), "-r", "sys-2", "--all")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

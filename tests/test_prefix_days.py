@@ -5,63 +5,39 @@ days were computed from the build's own progress lines and the stored files' ino
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
+from test_days_support import SPLIT, computing, demo_halves, inodes, same_as_full_build
 from test_prefix_support import OPENAI, REPLY, _record, at, chat, refused, system, user
 
 from pipeline import cache_rules, materialise, prefix_days, sql
-from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
-SPLIT = "2026-11-27"  # the demo's last four days arrive in a later ingest
-
 
 @pytest.fixture(scope="module")
-def demo_halves(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("days")
-    capture = root / "capture.jsonl"
-    write_demo(capture, seed=7, sessions=24)
-    lines = capture.read_bytes().splitlines(keepends=True)
-    early, late = root / "early.jsonl", root / "late.jsonl"
-    early.write_bytes(b"".join(x for x in lines if json.loads(x)["started_at"][:10] < SPLIT))
-    late.write_bytes(b"".join(x for x in lines if json.loads(x)["started_at"][:10] >= SPLIT))
-    return early, late
+def halves(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return demo_halves(tmp_path_factory.mktemp("days"))
 
 
 def _build(wh: Warehouse, **kw: Any) -> list[str]:
-    said: list[str] = []
-    materialise.build(wh, progress=said.append, **kw)
-    return [line for line in said if "computing" in line]
-
-
-def _stored(wh: Warehouse) -> list[tuple[Any, ...]]:
-    pattern = str(sql.derived_path(wh, prefix_days.VIEW) / "**" / "*.parquet")
-    return duckdb.sql(
-        "SELECT * FROM read_parquet($p) ORDER BY request_id", params={"p": pattern}
-    ).fetchall()
+    return computing(wh, prefix_days.VIEW, **kw)
 
 
 def _inodes(wh: Warehouse) -> dict[str, set[int]]:
-    root = sql.derived_path(wh, prefix_days.VIEW)
-    return {d.name: {p.stat().st_ino for p in d.iterdir()} for d in root.iterdir()}
+    return inodes(wh, prefix_days.VIEW)
 
 
 def _same_as_full_build(wh: Warehouse, options: sql.SqlOptions | None = None) -> None:
-    incremental = _stored(wh)
-    materialise.build(wh, force=True, options=options)
-    assert incremental == _stored(wh)
-    assert len(incremental) > 0
+    same_as_full_build(wh, prefix_days.VIEW, options)
 
 
 def test_a_new_day_computes_that_day_alone_and_keeps_the_stored_ones(
-    tmp_path: Path, demo_halves: tuple[Path, Path]
+    tmp_path: Path, halves: tuple[Path, Path]
 ) -> None:
-    early, late = demo_halves
+    early, late = halves
     wh = Warehouse(tmp_path / "wh")
     ingest([early], wh, workers=1)
     assert _build(wh) == []  # the first build computes every day at once
@@ -76,9 +52,9 @@ def test_a_new_day_computes_that_day_alone_and_keeps_the_stored_ones(
 
 
 def test_days_that_hold_most_of_the_requests_are_computed_in_one_full_build(
-    tmp_path: Path, demo_halves: tuple[Path, Path]
+    tmp_path: Path, halves: tuple[Path, Path]
 ) -> None:
-    early, late = demo_halves
+    early, late = halves
     wh = Warehouse(tmp_path / "wh")
     ingest([late], wh, workers=1)
     materialise.build(wh)
@@ -145,9 +121,9 @@ def test_a_refused_request_that_takes_a_later_answers_model_computes_its_day(
 
 
 def test_rules_of_ones_own_compute_every_day_once_and_widen_the_horizon(
-    tmp_path: Path, demo_halves: tuple[Path, Path]
+    tmp_path: Path, halves: tuple[Path, Path]
 ) -> None:
-    early, late = demo_halves
+    early, late = halves
     builtin = cache_rules.builtin_paths()[0].read_text(encoding="utf-8").splitlines()
     rules = tmp_path / "rules.csv"
     five_days = 5 * 86_400
@@ -167,9 +143,9 @@ def test_rules_of_ones_own_compute_every_day_once_and_widen_the_horizon(
 
 
 def test_a_build_that_dies_while_removing_the_old_days_leaves_no_stamp_to_trust(
-    tmp_path: Path, demo_halves: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, halves: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    early, late = demo_halves
+    early, late = halves
     wh = Warehouse(tmp_path / "wh")
     ingest([early], wh, workers=1)
     materialise.build(wh)

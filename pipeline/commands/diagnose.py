@@ -94,9 +94,11 @@ def build(
     diagnose, report conversation, sql) builds what it needs itself when the stored views are
     stale, and says so.
 
-    request_prefix, the heaviest, is stored by UTC day: after an ingest a build computes only
-    the days whose requests changed and the days within the horizon after them (3 days with
-    the shipped rules), and keeps the rest. conversations and cache_breaks are computed whole.
+    The views are stored by UTC day. After an ingest, request_prefix computes only the days
+    whose requests changed and the days within the horizon after them (3 days with the
+    shipped rules); conversation_links and cache_breaks compute the days from the first of
+    those on, linked to the stored days before (a conversation has no horizon). The rest is
+    kept. A change of the SQL or the rules, or --force, computes everything.
 
     With --engine spark the same queries/*.sql run as Spark SQL (translated by sqlglot) and
     write the same derived/*.parquet, which `sql`, `diagnose` and `report` read with DuckDB."""

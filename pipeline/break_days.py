@@ -1,0 +1,81 @@
+"""cache_breaks stored by UTC day; after an ingest, only the days from the first one it changed.
+
+A cache_breaks row depends on its request and on its parent (the turn before it in its
+conversation): their request_prefix, conversations, expected_cache and segment rows. A
+conversation is made from earlier requests only (queries/conversations.sql: every link, turn
+number and root looks back in arrival order), so when request_prefix kept the stored rows of
+every day before the first day it computed again (pipeline/prefix_days.py), the conversations
+of those days are the stored ones too, and so are their breaks. `build` then:
+
+1. finds the earliest start among the parents of the requests from that first day on;
+2. computes the breaks of the requests from that day on, in a period session (only the parts
+   of the days from that earliest parent on are read) over the stored request_prefix and
+   conversations, with the conversations cut to those requests and their parents;
+3. links the stored files of the earlier days and swaps the folder in.
+
+Everything else is a full build, also written by day: the first build, `--force`, the SQL or
+the rules changed, request_prefix built in full, a request whose start is unknown (it belongs
+to no day and sorts after every day, so no period session reads it), or more than
+prefix_days.FULL_SHARE of the requests to compute.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from pipeline import period as periods
+from pipeline import prefix_days, sql
+
+VIEW = "cache_breaks"
+# what the breaks of a request read beside the raw tables: stored by this build before them
+READS_STORED = ("request_prefix", "conversation_links")
+
+
+def compute_from(job: prefix_days.FromFirstDay) -> bool:
+    """Write cache_breaks under `job.out` (a new folder): the days from `job.first` on
+    computed, the earlier ones linked from the stored days. False when a full build is the
+    faster or the stored views it reads are not current (the caller removes `job.out`)."""
+    probe = duckdb.connect()
+    try:
+        job.limit_memory(probe)
+        sql.view_from_parquet(probe, "conversations", sql.derived_path(job.wh, READS_STORED[1]))
+        ((total, to_compute, earliest_parent),) = probe.execute(
+            """
+            SELECT
+                (SELECT count(*) FROM conversations),
+                (SELECT count(*) FROM conversations WHERE started_at >= $start),
+                (SELECT min(p.started_at)
+                 FROM conversations AS c
+                 JOIN conversations AS p ON p.request_id = c.parent_request_id
+                 WHERE c.started_at >= $start)
+            """,
+            {"start": job.start},
+        ).fetchall()
+    finally:
+        probe.close()
+    if not job.keep_days_before(total, to_compute):
+        return False
+    if not to_compute:
+        return True
+    parents_from = periods.first_day_of(earliest_parent) if earliest_parent else job.first
+    read = periods.Period(min(job.first, parents_from), job.last)
+    job.say(f"{VIEW}: computing {job.first} to {read.last} (parents from {read.first})")
+    con = sql.connect(job.wh, options=job.options, only=[VIEW], period=read, heavy_once=False)
+    try:
+        if not set(READS_STORED) <= sql.stored_views(con):
+            return False
+        job.limit_memory(con)
+        # the requests whose breaks are computed, and their parents: a break reads nothing else
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE run_conversations AS "
+            "SELECT * FROM conversations WHERE started_at >= $start OR request_id IN "
+            "(SELECT parent_request_id FROM conversations WHERE started_at >= $start)",
+            {"start": job.start},
+        )
+        con.sql("SELECT * FROM run_conversations").create_view("conversations", replace=True)
+        prefix_days.write_days(
+            con, f"SELECT * FROM {VIEW} WHERE started_at >= $start", job.out, {"start": job.start}
+        )
+    finally:
+        con.close()
+    return True

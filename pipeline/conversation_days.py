@@ -1,0 +1,73 @@
+"""conversation_links stored by UTC day; after an ingest, only the days from the first it changed.
+
+Every link of queries/conversation_links.sql looks back in arrival order: a request's
+conversation, parent and turn depend on earlier requests only, however long ago (a session id
+joins turns weeks apart, so no horizon bounds them). When request_prefix kept the stored rows
+of every day before the first day it computed again (pipeline/prefix_days.py), the links of
+those days are the stored ones. `build` then:
+
+1. takes the request_prefix rows of that day and every later day (a period session over them);
+2. puts the stored links of the earlier days in place of the empty view `conversation_seed`:
+   each step of the SQL that looks back at earlier requests reads the seed rows with the keys
+   it looks for (a session, a history, a first exchange), as they were linked then, and turn
+   numbers go on from the seed's count;
+3. links the stored files of the earlier days and swaps the folder in.
+
+The rows are those a whole-history run gives (tests/test_conversation_days.py compares them).
+Everything else is a full build, written by day the same way: the first build, `--force`, the
+SQL or the rules changed, request_prefix built in full, a request whose start is unknown, or
+more than prefix_days.FULL_SHARE of the requests to compute.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from pipeline import period as periods
+from pipeline import prefix_days, sql
+
+VIEW = "conversation_links"
+SEED = "conversation_seed"
+
+
+def compute_from(job: prefix_days.FromFirstDay) -> bool:
+    """Write conversation_links under `job.out` (a new folder): the days from `job.first` on
+    computed from the stored days before them, those linked. False when a full build is the
+    faster or request_prefix is not stored and current (the caller removes `job.out`)."""
+    probe = duckdb.connect()
+    try:
+        job.limit_memory(probe)
+        sql.view_from_parquet(probe, "request_prefix", sql.derived_path(job.wh, prefix_days.VIEW))
+        ((total, to_compute),) = probe.execute(
+            "SELECT count(*), count(*) FILTER (WHERE started_at >= $start) FROM request_prefix",
+            {"start": job.start},
+        ).fetchall()
+    finally:
+        probe.close()
+    if not job.keep_days_before(total, to_compute):
+        return False
+    if not to_compute:
+        return True
+    job.say(f"{VIEW}: computing {job.first} to {job.last} (the stored days before them as seed)")
+    days = periods.Period(job.first, job.last)
+    con = sql.connect(job.wh, options=job.options, only=[VIEW], period=days, heavy_once=False)
+    try:
+        if prefix_days.VIEW not in sql.stored_views(con):
+            return False
+        job.limit_memory(con)
+        # the requests of the days computed (a period session also reads a margin before them)
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE run_prefix AS "
+            "SELECT * FROM request_prefix WHERE started_at >= $start",
+            {"start": job.start},
+        )
+        con.sql("SELECT * FROM run_prefix").create_view(prefix_days.VIEW, replace=True)
+        seed = prefix_days.stored_files_before(job.stored_path, job.first)
+        if seed:
+            con.sql("SELECT * FROM read_parquet($p)", params={"p": seed}).create_view(
+                SEED, replace=True
+            )
+        prefix_days.write_days(con, f"SELECT * FROM {VIEW}", job.out)
+    finally:
+        con.close()
+    return True

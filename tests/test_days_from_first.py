@@ -1,0 +1,61 @@
+"""conversation_links and cache_breaks are stored by day and, after an ingest that
+request_prefix could take day by day, computed from the first day it changed on
+(pipeline/conversation_days.py, pipeline/break_days.py); otherwise in one full build. Each test
+compares every column with a forced full build of the same warehouse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_days_support import SPLIT, computing, demo_halves, inodes, same_as_full_build
+
+from pipeline import break_days, conversation_days, materialise
+from pipeline.ingest import ingest
+from pipeline.warehouse import Warehouse
+
+# what each view says when it computes the demo's later days
+COMPUTING = {
+    conversation_days.VIEW: (
+        f"computing {SPLIT} to 2026-11-30 (the stored days before them as seed)"
+    ),
+    break_days.VIEW: f"computing {SPLIT} to 2026-11-30 (parents from {SPLIT})",
+}
+
+
+@pytest.fixture(scope="module")
+def halves(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return demo_halves(tmp_path_factory.mktemp("from-first-day"))
+
+
+@pytest.mark.parametrize("view", sorted(COMPUTING))
+def test_new_days_are_computed_from_the_stored_days_which_are_kept(
+    view: str, tmp_path: Path, halves: tuple[Path, Path]
+) -> None:
+    early, late = halves
+    wh = Warehouse(tmp_path / "wh")
+    ingest([early], wh, workers=1)
+    assert computing(wh, view) == []  # the first build computes every day at once
+    before = inodes(wh, view)
+    ingest([late], wh, workers=1)
+    assert computing(wh, view) == [f"{view}: {COMPUTING[view]}"]
+    after = inodes(wh, view)
+    assert {d: after[d] for d in before} == before  # the stored days' files, untouched
+    assert all(after[d] for d in after if d >= SPLIT)  # the new days have their rows
+    same_as_full_build(wh, view)
+
+
+@pytest.mark.parametrize("view", sorted(COMPUTING))
+def test_days_that_hold_most_of_the_requests_are_computed_in_one_full_build(
+    view: str, tmp_path: Path, halves: tuple[Path, Path]
+) -> None:
+    early, late = halves
+    wh = Warehouse(tmp_path / "wh")
+    ingest([late], wh, workers=1)
+    materialise.build(wh)
+    before = inodes(wh, view)
+    ingest([early], wh, workers=1)  # most of the requests: request_prefix builds every day
+    assert computing(wh, view) == []
+    after = inodes(wh, view)
+    assert all(after[day].isdisjoint(before[day]) for day in before if before[day])
+    same_as_full_build(wh, view)
