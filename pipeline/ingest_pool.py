@@ -186,6 +186,21 @@ def _start_forkserver_without_ctrl_c() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
+def _put_without_ctrl_c(q: Any, item: object, timeout: float) -> None:
+    """`q.put` with SIGINT blocked: a Ctrl-C raised inside it, between the queue taking its
+    lock and the block that releases it, left the lock held, and the queue's exit-time
+    finaliser then waited for it forever (an interrupted ingest printed "interrupted" and
+    never exited). A Ctrl-C meanwhile is delivered when the put returns, within `timeout`."""
+    if threading.current_thread() is not threading.main_thread():
+        q.put(item, timeout=timeout)  # signals are handled by the main thread only
+        return
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        q.put(item, timeout=timeout)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class WorkerPool:
     """Worker processes, started before the inputs are hashed and planned so that their start-up
     (a fresh interpreter importing pyarrow, ~0.4 s) overlaps that work instead of following it."""
@@ -273,17 +288,21 @@ class WorkerPool:
         for task in tasks:
             if task.lines is not None:
                 task = self._spill(task)
-            while True:
-                try:
-                    self.task_q.put(task, timeout=0.2)
-                    break
-                except queue.Full:
-                    self._drain(run, block=False)
+            self._hand_over(task, run)
             self._drain(run, block=False)
         for _ in self.procs:
-            self.task_q.put(None)
+            self._hand_over(None, run)
         while self.exited < self.n_workers:
             self._drain(run, block=True)
+
+    def _hand_over(self, task: Task | None, run: Run) -> None:
+        """Queue `task` (None: the end) for a worker, taking results while the queue is full."""
+        while True:
+            try:
+                _put_without_ctrl_c(self.task_q, task, timeout=0.2)
+                return
+            except queue.Full:
+                self._drain(run, block=False)
 
     def _spill(self, task: Task) -> Task:
         """A block of lines (decompressed by the parent) as a file the worker maps, not bytes

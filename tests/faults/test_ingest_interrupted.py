@@ -100,3 +100,38 @@ def test_ctrl_c_at_any_moment_is_one_line_exit_130_and_all_or_nothing(
     result = ingest([capture], Warehouse(wh), workers=2)
     assert _visible_rows(wh) == RECORDS
     assert result.total("records") in (0, RECORDS)
+
+
+class _RecordingQueue:
+    """A task queue whose put records whether Ctrl-C was held back, and can receive one."""
+
+    def __init__(self, ctrl_c_inside: bool) -> None:
+        self.ctrl_c_inside = ctrl_c_inside
+        self.items: list[object] = []
+        self.held_back: list[bool] = []
+
+    def put(self, item: object, timeout: float | None = None) -> None:
+        self.held_back.append(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        if self.ctrl_c_inside:
+            os.kill(os.getpid(), signal.SIGINT)  # as a user's Ctrl-C in the middle of it
+        self.items.append(item)
+
+
+def test_a_task_is_queued_with_ctrl_c_held_back_until_the_put_is_done() -> None:
+    from pipeline import ingest_pool
+
+    q = _RecordingQueue(ctrl_c_inside=False)
+    ingest_pool._put_without_ctrl_c(q, "task", timeout=0.2)
+    assert q.items == ["task"] and q.held_back == [True]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # restored
+
+
+def test_a_ctrl_c_during_a_put_interrupts_the_ingest_after_the_put_has_finished() -> None:
+    # Raised inside the queue's put, it could leave the queue's lock held, and the exit-time
+    # finaliser then waited for it forever: the ingest said "interrupted" and never exited
+    from pipeline import ingest_pool
+
+    q = _RecordingQueue(ctrl_c_inside=True)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_pool._put_without_ctrl_c(q, "task", timeout=0.2)
+    assert q.items == ["task"]  # the put ran to its end before the interrupt
