@@ -2,7 +2,7 @@
 
 A cache_breaks row depends on its request and on its parent (the turn before it in its
 conversation): their request_prefix, conversations, expected_cache and segment rows. A
-conversation is made from earlier requests only (queries/conversations.sql: every link, turn
+conversation is made from earlier requests only (queries/conversation_links.sql: every link, turn
 number and root looks back in arrival order), so when request_prefix kept the stored rows of
 every day before the first day it computed again (pipeline/prefix_days.py), the conversations
 of those days are the stored ones too, and so are their breaks. `build` then:

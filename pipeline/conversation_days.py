@@ -62,7 +62,7 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
             {"start": job.start},
         )
         con.sql("SELECT * FROM run_prefix").create_view(prefix_days.VIEW, replace=True)
-        seed = prefix_days.stored_files_before(job.stored_path, job.first)
+        seed = prefix_days.stored_files_before(job.stored_path, job.first, job.new_days)
         if seed:
             con.sql("SELECT * FROM read_parquet($p)", params={"p": seed}).create_view(
                 SEED, replace=True

@@ -270,7 +270,8 @@ def _write_from_first_day(
     if prefix_since is not None:
         old, todo = prefix_since
         if prefix_days.stored_days(sql.stamp_doc(wh, name), base, path) == old:
-            first = prefix_days.first_changed_day(todo, days)
+            # a day gone from the warehouse changed too: later days may have linked to it
+            first = prefix_days.first_changed_day(todo | (old.keys() - days.keys()), days)
     job = None
     if first is not None:
         job = prefix_days.FromFirstDay(

@@ -127,8 +127,9 @@ def days_to_compute(
 
 def first_changed_day(todo: set[str], new_days: dict[str, str]) -> date | None:
     """The first day whose rows a view that looks back without a horizon (conversations, and
-    the breaks read from them) changes when request_prefix computed the days `todo` again:
-    the earliest of them, or the day after the last one when it computed none. None when a
+    the breaks read from them) changes when the days `todo` changed (request_prefix computed
+    them again, or they are gone from the warehouse): the earliest of them, or the day after
+    the last one when none did. None when a
     request's start is unknown: such requests sort after every day and belong to none, so
     only a full build computes them."""
     if UNKNOWN_DAY in new_days or UNKNOWN_DAY in todo:
@@ -177,13 +178,14 @@ class FromFirstDay:
         _say(self.progress, message)
 
 
-def stored_files_before(path: Path, first: date) -> list[str]:
-    """The Parquet files of a per-day view stored under `path` for the days before `first`."""
+def stored_files_before(path: Path, first: date, days: dict[str, str]) -> list[str]:
+    """The Parquet files of a per-day view stored under `path` for the days of `days` (the
+    warehouse's now) before `first`."""
     return sorted(
         str(part)
-        for folder in path.iterdir()
-        if folder.is_dir() and folder.name != UNKNOWN_DAY and folder.name < first.isoformat()
-        for part in folder.glob("*.parquet")
+        for day in days
+        if day != UNKNOWN_DAY and day < first.isoformat() and (path / day).is_dir()
+        for part in (path / day).glob("*.parquet")
     )
 
 

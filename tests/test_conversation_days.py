@@ -54,3 +54,32 @@ def test_sessions_lineages_and_resends_go_on_across_the_days_of_the_seed(tmp_pat
     assert (rows["l2"]["conversation_id"], rows["l2"]["turn"]) == ("l1", 2)
     assert rows["l2"]["link_method"] == "history"
     assert (rows["r2"]["link_method"], rows["r2"]["parent_request_id"]) == ("resend", "r1")
+
+
+def test_a_day_gone_from_the_warehouse_is_no_seed_and_the_turns_after_it_are_linked_again(
+    tmp_path: Path,
+) -> None:
+    s = system("Seeded. " + "Follow the runbook. " * 300)
+    other = system("Other agent. " + "Check the logs. " * 300)
+    kept = [
+        chat(at(0), "s1", [s, user("start")], session="sess"),
+        *(chat(at(i * 600 + 60), f"f{i}", [other, user(f"filler {i}")]) for i in range(8)),
+        chat(at(10 * DAY), "s3", [s, user("start"), REPLY, user("a"), REPLY, user("b")],
+             session="sess"),
+    ]  # fmt: skip
+    gone = [chat(at(3 * DAY), "s2", [s, user("start"), REPLY, user("a")], session="sess")]
+    first, second = tmp_path / "kept.jsonl", tmp_path / "gone.jsonl"
+    first.write_bytes(b"".join(kept))
+    second.write_bytes(b"".join(gone))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([first, second], wh, workers=1)
+    materialise.build(wh)
+    assert stored_by_request(wh, conversation_days.VIEW)["s3"]["turn"] == 3
+    # the second file's generation removed: its day, three days after the first, is gone
+    (stem,) = {p.name.split("-")[0] for p in (wh.root / "requests" / "day=2026-11-19").iterdir()}
+    wh.remove_stem(stem)
+    computing(wh, conversation_days.VIEW)
+    same_as_full_build(wh, conversation_days.VIEW)
+    rows = stored_by_request(wh, conversation_days.VIEW)
+    assert "s2" not in rows
+    assert (rows["s3"]["turn"], rows["s3"]["parent_request_id"]) == (2, "s1")
