@@ -5,12 +5,14 @@ with a forced full build of the same warehouse."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+import pytest
 from test_days_support import computing, same_as_full_build, stored_by_request
-from test_prefix_support import REPLY, at, chat, system, user
+from test_prefix_support import REPLY, at, chat, refused, system, tool, user
 
-from pipeline import conversation_days, materialise
+from pipeline import break_days, conversation_days, materialise
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
@@ -83,3 +85,92 @@ def test_a_day_gone_from_the_warehouse_is_no_seed_and_the_turns_after_it_are_lin
     rows = stored_by_request(wh, conversation_days.VIEW)
     assert "s2" not in rows
     assert (rows["s3"]["turn"], rows["s3"]["parent_request_id"]) == (2, "s1")
+
+
+def _random_traffic(seed: int, days: int = 6, conversations: int = 14) -> list[tuple[float, bytes]]:
+    """Agent traffic with every kind of link: sessions that come and go, refused requests and
+    their retries, resends, forks, summarised histories, tool and system prompt switches, and
+    gaps from half a minute to two days. (start in seconds from T0, record)."""
+    rnd = random.Random(seed)
+    prompts = [system(f"Agent {k}. " + "Follow the runbook. " * 300) for k in range(3)]
+    tool_sets = [None, [tool("a"), tool("b")], [tool("b"), tool("a")], [tool("c")]]
+    out: list[tuple[float, bytes]] = []
+    n = 0
+    for c in range(conversations):
+        session = f"sess{c % 4}" if rnd.random() < 0.35 else None
+        tools = rnd.choice(tool_sets)
+        messages = [rnd.choice(prompts), user(rnd.choice(["Start the task.", "Hello", "Go"]))]
+        t = rnd.uniform(0, days * DAY * 0.8)
+        for turn in range(rnd.randint(1, 6)):
+            n += 1
+            if rnd.random() < 0.12:
+                body = {
+                    "model": "gpt-4.1",
+                    "messages": messages,
+                    **({"tools": tools} if tools else {}),
+                }
+                out.append((t, refused(at(t), f"c{c}t{turn}x{n}", body, session=session)))
+                t += rnd.uniform(1, 120)
+            out.append((t, chat(at(t), f"c{c}t{turn}n{n}", messages, tools=tools, session=session)))
+            if rnd.random() < 0.15:  # the same prompt again
+                again = t + rnd.uniform(1, 3000)
+                out.append(
+                    (
+                        again,
+                        chat(at(again), f"c{c}t{turn}r{n}", messages, tools=tools, session=session),
+                    )
+                )
+            if rnd.random() < 0.12:  # a fork: another last message
+                fork = t + rnd.uniform(1, 600)
+                forked = [*messages[:-1], user(f"fork {n}")]
+                out.append(
+                    (
+                        fork,
+                        chat(
+                            at(fork),
+                            f"c{c}t{turn}f{n}",
+                            forked,
+                            tools=tools,
+                            session=None if rnd.random() < 0.5 else session,
+                        ),
+                    )
+                )
+            if rnd.random() < 0.08 and len(messages) > 3:  # a summarised history
+                messages = [*messages[:2], user(f"summary {n}")]
+            else:
+                messages = [*messages, REPLY, user(f"next {c} {turn}")]
+            if rnd.random() < 0.1:
+                tools = rnd.choice(tool_sets)
+            if rnd.random() < 0.1:
+                session = None if session else f"sess{rnd.randint(0, 3)}"
+            t += rnd.choice([30, 300, 3000, 20000, 90000, 200000])
+    fillers = [system("Agent 0. " + "Follow the runbook. " * 300)]
+    out += [
+        (i * 97.0, chat(at(i * 97.0), f"fill{i}", [*fillers, user(f"filler {i}")]))
+        for i in range(60)
+    ]
+    return sorted(out, key=lambda x: x[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_agent_traffic_split_in_two_ingests_gives_the_rows_of_a_full_build(
+    seed: int, tmp_path: Path
+) -> None:
+    records = _random_traffic(seed)
+    split = 4 * DAY - 9 * 3600  # midnight before the fifth day (T0 is 09:00)
+    first, second = tmp_path / "early.jsonl", tmp_path / "late.jsonl"
+    first.write_bytes(b"".join(r for t, r in records if t < split))
+    second.write_bytes(b"".join(r for t, r in records if t >= split))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([first], wh, workers=1)
+    materialise.build(wh)
+    ingest([second], wh, workers=1)
+    assert computing(wh, conversation_days.VIEW)  # the seeded path ran
+    links = stored_by_request(wh, conversation_days.VIEW)
+    breaks = stored_by_request(wh, break_days.VIEW)
+    early = {r for r, row in links.items() if row["started_at"] < at(split)}
+    # some turns after the split continue conversations from before it
+    assert any(row["parent_request_id"] in early for r, row in links.items() if r not in early)
+    materialise.build(wh, force=True)
+    assert stored_by_request(wh, conversation_days.VIEW) == links
+    assert stored_by_request(wh, break_days.VIEW) == breaks
