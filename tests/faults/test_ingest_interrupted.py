@@ -132,6 +132,11 @@ def test_a_ctrl_c_during_a_put_interrupts_the_ingest_after_the_put_has_finished(
     from pipeline import ingest_pool
 
     q = _RecordingQueue(ctrl_c_inside=True)
-    with pytest.raises(KeyboardInterrupt):
-        ingest_pool._put_without_ctrl_c(q, "task", timeout=0.2)
+    # Python's own Ctrl-C handler, whatever an earlier test of the session left in place
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ingest_pool._put_without_ctrl_c(q, "task", timeout=0.2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert q.items == ["task"]  # the put ran to its end before the interrupt
