@@ -206,10 +206,14 @@ def _run_child(command: Sequence[str], env: dict[str, str], log: Log) -> int:
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS} if on_main else {}
     try:
         while True:
+            # In steps, not one blocking wait: a signal the kernel hands to another thread (the
+            # proxy's) does not interrupt this thread's wait, and Python runs `forward` only
+            # when this thread next runs; a SIGINT sent by `kill` then reached the child only
+            # after it had finished on its own.
             try:
-                returncode = child.wait()
+                returncode = child.wait(timeout=0.2)
                 break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for safety
+            except subprocess.TimeoutExpired:
                 continue
     finally:
         for s, handler in previous.items():
