@@ -38,13 +38,12 @@ def _cli_with_ctrl_c_held() -> Callable[[], None]:
         from pipeline.cli import main
 
         return main
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    from pipeline import ctrl_c
+
+    with ctrl_c.held():
         import duckdb  # noqa: F401
 
         from pipeline.cli import main
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return main
 
 

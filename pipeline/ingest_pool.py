@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pipeline import ctrl_c
 from pipeline.errors import PipelineError
 from pipeline.ingest_plan import FileResult, Task
 from pipeline.ingest_worker import Counts, Options, Worker, unreadable_reason, worker_main
@@ -179,11 +180,8 @@ def _start_forkserver_without_ctrl_c() -> None:
             folder = scratch_dir()
             if len(os.fsencode(folder)) <= SOCKET_FOLDER_MAX:
                 config["tempdir"] = folder
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    with ctrl_c.held():
         forkserver.ensure_running()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _put_without_ctrl_c(q: Any, item: object, timeout: float) -> None:
@@ -194,11 +192,8 @@ def _put_without_ctrl_c(q: Any, item: object, timeout: float) -> None:
     if threading.current_thread() is not threading.main_thread():
         q.put(item, timeout=timeout)  # signals are handled by the main thread only
         return
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
+    with ctrl_c.held():
         q.put(item, timeout=timeout)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 class WorkerPool:
