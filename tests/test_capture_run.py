@@ -109,15 +109,22 @@ def _capture_run(
     command = [sys.executable, "-m", "pipeline", "capture", "run"]
     command += ["--out", str(tmp / "cap"), "--warehouse", str(tmp / "wh"), "--"]
     command += [sys.executable, str(script), str(tmp / "usage.jsonl"), mode, LONG, str(exit_with)]
-    return subprocess.Popen(
-        command,
-        env=_env(sims),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
-    )
+    # Started as from a terminal, with Ctrl-C's default action: a suite run as a background job
+    # of a script has SIGINT ignored, and an ignored signal stays ignored in every process
+    # started under it (the child would never see the SIGINT these tests send)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            command,
+            env=_env(sims),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            **popen,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _sdk_usage(tmp: Path) -> list[dict[str, Any]]:
