@@ -21,6 +21,9 @@ prefix_days.FULL_SHARE of the requests to compute.
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
+
 import duckdb
 
 from pipeline import period as periods
@@ -35,28 +38,13 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
     """Write cache_breaks under `job.out` (a new folder): the days from `job.first` on
     computed, the earlier ones linked from the stored days. False when a full build is the
     faster or the stored views it reads are not current (the caller removes `job.out`)."""
-    probe = duckdb.connect()
-    try:
-        job.limit_memory(probe)
-        sql.view_from_parquet(probe, "conversations", sql.derived_path(job.wh, READS_STORED[1]))
-        ((total, to_compute, earliest_parent),) = probe.execute(
-            """
-            SELECT
-                (SELECT count(*) FROM conversations),
-                (SELECT count(*) FROM conversations WHERE started_at >= $start),
-                (SELECT min(p.started_at)
-                 FROM conversations AS c
-                 JOIN conversations AS p ON p.request_id = c.parent_request_id
-                 WHERE c.started_at >= $start)
-            """,
-            {"start": job.start},
-        ).fetchall()
-    finally:
-        probe.close()
+    links = sql.derived_path(job.wh, READS_STORED[1])
+    total, to_compute = prefix_days.stored_rows(links, job.first)
     if not job.keep_days_before(total, to_compute):
         return False
     if not to_compute:
         return True
+    earliest_parent = _earliest_parent(job, links)
     parents_from = periods.first_day_of(earliest_parent) if earliest_parent else job.first
     read = periods.Period(min(job.first, parents_from), job.last)
     job.say(f"{VIEW}: computing {job.first} to {read.last} (parents from {read.first})")
@@ -79,3 +67,29 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
     finally:
         con.close()
     return True
+
+
+def _earliest_parent(job: prefix_days.FromFirstDay, links: Path) -> datetime | None:
+    """The earliest start among the parents of the requests from `job.first` on. Their parent
+    ids come from the stored days from `job.first` on; the other days are scanned for those
+    ids only (a join of the whole history with itself took 0.7 s on 10M requests)."""
+    later = [str(f) for f in prefix_days.stored_files_from(links, job.first)]
+    con = duckdb.connect()
+    try:
+        job.limit_memory(con)
+        ((earliest,),) = con.execute(
+            """
+            WITH parents AS (
+                SELECT DISTINCT parent_request_id AS request_id
+                FROM read_parquet($later)
+                WHERE parent_request_id IS NOT NULL
+            )
+            SELECT min(started_at)
+            FROM read_parquet($every)
+            WHERE request_id IN (SELECT request_id FROM parents)
+            """,
+            {"later": later, "every": str(links / "**" / "*.parquet")},
+        ).fetchall()
+    finally:
+        con.close()
+    return earliest  # type: ignore[no-any-return]

@@ -21,8 +21,6 @@ more than prefix_days.FULL_SHARE of the requests to compute.
 
 from __future__ import annotations
 
-import duckdb
-
 from pipeline import period as periods
 from pipeline import prefix_days, sql
 
@@ -34,16 +32,9 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
     """Write conversation_links under `job.out` (a new folder): the days from `job.first` on
     computed from the stored days before them, those linked. False when a full build is the
     faster or request_prefix is not stored and current (the caller removes `job.out`)."""
-    probe = duckdb.connect()
-    try:
-        job.limit_memory(probe)
-        sql.view_from_parquet(probe, "request_prefix", sql.derived_path(job.wh, prefix_days.VIEW))
-        ((total, to_compute),) = probe.execute(
-            "SELECT count(*), count(*) FILTER (WHERE started_at >= $start) FROM request_prefix",
-            {"start": job.start},
-        ).fetchall()
-    finally:
-        probe.close()
+    total, to_compute = prefix_days.stored_rows(
+        sql.derived_path(job.wh, prefix_days.VIEW), job.first
+    )
     if not job.keep_days_before(total, to_compute):
         return False
     if not to_compute:

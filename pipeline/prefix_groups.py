@@ -6,8 +6,9 @@ segments) that window, the joins around it and the per-request aggregates needed
 aggregate of it stays within one cache scope: the prefix fingerprint it partitions by includes
 the scope, a request's segments all share its scope, and the request it reuses is in that scope
 too. So the rows of a group of scopes come out the same whether the group is computed alone or
-with everything else. The one step over every request is the arrival order, and it is taken
-once, in prefix_requests.
+with everything else. The steps over every request (the arrival order, and request_scopes: the
+serving model of a refused request, the runs without an account) are taken once, in
+prefix_requests.
 
 So a build of a large warehouse:
 1. writes prefix_requests (one row per request, the arrival order included) once, split into

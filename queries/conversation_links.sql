@@ -416,13 +416,37 @@ rooted AS (
     LEFT JOIN by_first_turn AS f USING (arrival_order)
 ),
 
--- the lineage rows the links below look up: those computed and the seed's
-rooted_all AS (
+-- the lineage rows the links below look up: those computed and the seed's. Of the seed only
+-- the rows a link names, in two steps: the root and the parent of each row computed, then
+-- what those rows name (a root's prefix parent, a parent's own parent). The seed read whole
+-- was joined three times, the most costly part of a seeded run.
+named_first AS (
+    SELECT root_id AS arrival_order FROM rooted
+    UNION
+    SELECT coalesce(history_parent, prefix_parent) FROM rooted
+),
+
+rooted_near AS (
     SELECT arrival_order, root_id, prefix_parent, history_parent, processed FROM rooted
     UNION ALL
     SELECT arrival_order, root_id, prefix_parent, history_parent, processed
     FROM conversation_seed
-    WHERE session_hash IS NULL
+    WHERE session_hash IS NULL AND arrival_order IN (SELECT arrival_order FROM named_first)
+),
+
+named_next AS (
+    SELECT prefix_parent AS arrival_order FROM rooted_near
+    UNION
+    SELECT coalesce(history_parent, prefix_parent) FROM rooted_near
+),
+
+-- (UNION: a seed row named at both steps is one row)
+rooted_all AS (
+    SELECT * FROM rooted_near
+    UNION
+    SELECT arrival_order, root_id, prefix_parent, history_parent, processed
+    FROM conversation_seed
+    WHERE session_hash IS NULL AND arrival_order IN (SELECT arrival_order FROM named_next)
 ),
 
 sessions_all AS (
@@ -430,13 +454,14 @@ sessions_all AS (
     UNION ALL
     SELECT arrival_order, conversation_ref, session_hash
     FROM conversation_seed
-    WHERE session_hash IS NOT NULL
+    WHERE session_hash IS NOT NULL AND arrival_order IN (SELECT arrival_order FROM named_next)
 ),
 
 base_all AS (
     SELECT arrival_order, processed FROM base
     UNION ALL
     SELECT arrival_order, processed FROM conversation_seed
+    WHERE arrival_order IN (SELECT arrival_order FROM named_next)
 ),
 
 -- one level of prefix links: a lineage whose start continues another (edited history) joins
@@ -533,8 +558,8 @@ named_all AS (
     SELECT arrival_order, request_id, session_id FROM named
     UNION ALL
     SELECT arrival_order, request_id, session_id FROM conversation_seed
-    WHERE arrival_order IN (SELECT conversation_ref FROM numbered)
-       OR arrival_order IN (SELECT parent_order FROM numbered)
+    WHERE arrival_order IN (
+        SELECT conversation_ref FROM numbered UNION SELECT parent_order FROM numbered)
 ),
 
 final AS (

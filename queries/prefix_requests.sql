@@ -1,5 +1,5 @@
 -- name: prefix_requests
--- inputs: requests, cache_rule_match, cache_rules
+-- inputs: requests, request_scopes, cache_rule_match
 -- output: one row per request with what request_prefix needs of it: its arrival order, its
 --   cache scope, when the entry it leaves becomes available and how long it lives. The first
 --   stage of request_prefix, a view of its own so that `cacheaudit build` can cut a large
@@ -20,12 +20,13 @@
 --   another model. A processed request keeps the model its response named, even the requested
 --   name (an OpenRouter fallback answers one request with another model, the next with the
 --   one asked for). The cache rule is still the one of the request's own model
---   (cache_rule_match is keyed by requests.model).
+--   (cache_rule_match is keyed by requests.model). request_scopes finds the serving model.
 --   Without an account (no key seen: absent, or redacted before capture) the capture cannot
 --   show which requests shared a key, so the scope joins only what it shows belongs together:
 --   one source file, one session id (or none), and no gap between consecutive requests longer
 --   than the longest lifetime any cache rule allows (after it nothing can be read, whoever
---   sent it). That is `cache_scope` (docs/capture.md, "Without an account").
+--   sent it). That is `cache_scope` (docs/capture.md, "Without an account"); request_scopes
+--   finds the runs.
 --   Arrival order is started_at, then the file and the record's position in it (numbered
 --   within each UTC day, see rid_ord): a VCR
 --   cassette's starts come from Date headers (one-second steps, so a conversation's turns
@@ -33,80 +34,6 @@
 --   the order the calls were made.
 WITH rules AS (
     SELECT * FROM cache_rule_match
-),
-
--- the longest any rule keeps an entry (a day if no rule publishes one)
-longest AS (
-    SELECT coalesce(max(greatest(coalesce(lifetime_s, 0), coalesce(extended_lifetime_s, 0))),
-                    86400) * 1000000                                    AS longest_us
-    FROM cache_rules
-),
-
--- requests without an account, in runs: a gap over the longest lifetime starts a new one
-unscoped AS (
-    SELECT
-        request_id, source, source_index, session_id, provider, started_at,
-        epoch_us(started_at) - lag(epoch_us(started_at)) OVER (
-            PARTITION BY source, session_id, provider
-            ORDER BY started_at, source_index, request_id
-        )                                                               AS gap_us
-    FROM requests
-    WHERE account IS NULL
-),
-
-runs AS (
-    SELECT
-        u.request_id,
-        'no account: ' || coalesce(u.source, '') || ' | session ' || coalesce(u.session_id, '')
-            || ' | run ' || sum(CASE WHEN u.gap_us > l.longest_us THEN 1 ELSE 0 END) OVER (
-                PARTITION BY u.source, u.session_id, u.provider
-                ORDER BY u.started_at, u.source_index, u.request_id
-                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)::VARCHAR AS cache_scope
-    FROM unscoped AS u
-    CROSS JOIN longest AS l
-),
-
--- the model that served each request (see the header). `answer` is the model of a processed
--- request (as writes_cache below); a refused one takes the latest earlier answer to the same
--- name in its account and provider, else the next one
-processed AS (
-    SELECT
-        request_id, provider, account, requested_model, started_at, source, source_index, model,
-        coalesce(CASE WHEN status_code IS NOT NULL THEN status_code BETWEEN 200 AND 299
-                      ELSE outcome = 'ok' END, false)                   AS answered,
-        hash(account, provider, requested_model)                        AS name_key
-    FROM requests
-),
-
-refused AS (
-    SELECT * FROM processed WHERE requested_model IS NOT NULL AND NOT answered
-),
-
--- the refused requests and the answers to the names they asked for: the windows below need no
--- other row (most traffic is answered, so they stay small, where a window over every request
--- cost 8 s of 20 on 10M requests)
-named AS (
-    SELECT *, NULL::VARCHAR AS answer FROM refused
-    UNION ALL
-    SELECT *, model FROM processed
-    WHERE answered AND model IS NOT NULL AND name_key IN (SELECT name_key FROM refused)
-),
-
-served AS (
-    SELECT
-        request_id,
-        coalesce(
-            last_value(answer IGNORE NULLS) OVER (
-                PARTITION BY account, provider, requested_model
-                ORDER BY started_at, source, source_index, request_id
-                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
-            first_value(answer IGNORE NULLS) OVER (
-                PARTITION BY account, provider, requested_model
-                ORDER BY started_at, source, source_index, request_id
-                ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING),
-            model)                                                      AS served_model,
-        answer IS NULL                                                  AS was_refused
-    FROM named
 ),
 
 final AS (
@@ -128,10 +55,10 @@ final AS (
         -- when its cache entry became available: the first response byte
         greatest(coalesce(r.ttfb_ms, r.duration_ms, 0), 0)              AS available_after_ms,
         -- the cache scope as one number, hashed once per request rather than per segment
-        hash(r.provider, coalesce(v.served_model, r.model), coalesce(r.account, u.cache_scope))
+        hash(r.provider, coalesce(s.served_model, r.model), coalesce(r.account, s.run_scope))
                                                                         AS scope_hash,
-        coalesce(r.account, u.cache_scope)                              AS cache_scope,
-        r.provider, coalesce(v.served_model, r.model) AS model, r.account, r.segment_count,
+        coalesce(r.account, s.run_scope)                                AS cache_scope,
+        r.provider, coalesce(s.served_model, r.model) AS model, r.account, r.segment_count,
         r.prompt_bytes, r.cache_breakpoints,
         coalesce(m.lookback_s, 86400) * 1000000                         AS lookback_us,
         -- NULL = the entry does not expire. A rule with no published lifetime (Gemini implicit,
@@ -161,8 +88,7 @@ final AS (
         coalesce(m.breakpoint_lookback, 20)                             AS breakpoint_lookback,
         list_max(r.cache_breakpoints)                                   AS last_breakpoint
     FROM requests AS r
-    LEFT JOIN (SELECT * FROM served WHERE was_refused) AS v USING (request_id)
-    LEFT JOIN runs AS u USING (request_id)
+    LEFT JOIN request_scopes AS s USING (request_id)
     LEFT JOIN rules AS m
       ON m.provider IS NOT DISTINCT FROM r.provider
      AND m.model IS NOT DISTINCT FROM r.model

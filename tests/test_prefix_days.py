@@ -8,8 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
-from test_days_support import SPLIT, computing, demo_halves, inodes, same_as_full_build
+import yaml
+from test_days_support import (
+    SPLIT,
+    computing,
+    demo_halves,
+    inodes,
+    same_as_full_build,
+    stored_by_request,
+)
 from test_prefix_support import OPENAI, REPLY, _record, at, chat, refused, system, user
 
 from pipeline import cache_rules, materialise, prefix_days, sql
@@ -167,3 +176,58 @@ def test_a_build_that_dies_while_removing_the_old_days_leaves_no_stamp_to_trust(
     assert not sql.stamp_path(wh, prefix_days.VIEW).exists()
     assert _build(wh) == []  # no stamp: every day computed, none linked from the remains
     _same_as_full_build(wh)
+
+
+def _cassette_without_dates(path: Path, asks: list[str]) -> None:
+    """A VCR cassette whose responses carry no Date header: its requests' start is unknown."""
+    system_prompt = {"role": "system", "content": "Cassette. " + "Keep to the plan. " * 200}
+    interactions = []
+    for n, ask in enumerate(asks):
+        body = {"model": "deepseek-chat", "messages": [system_prompt, user(ask)]}
+        usage = {"prompt_tokens": 900 + n, "completion_tokens": 1, "prompt_cache_hit_tokens": 0}
+        answer = {"id": f"{path.stem}-{n}", "model": "deepseek-chat", "choices": [], "usage": usage}
+        interactions.append(
+            {
+                "request": {
+                    "uri": "https://api.deepseek.com/chat/completions",
+                    "method": "POST",
+                    "headers": {},
+                    "body": orjson.dumps(body).decode(),
+                },
+                "response": {
+                    "status": {"code": 200, "message": "OK"},
+                    "headers": {},
+                    "body": {"string": orjson.dumps(answer).decode()},
+                },
+            }
+        )
+    path.write_text(yaml.safe_dump({"interactions": interactions, "version": 1}))
+
+
+def test_requests_whose_start_is_unknown_are_computed_again_when_more_of_them_arrive(
+    tmp_path: Path,
+) -> None:
+    s = system("Known. " + "Follow the runbook. " * 300)
+    day = 86_400
+    known = tmp_path / "known.jsonl"
+    known.write_bytes(b"".join(chat(at(i * day), f"k{i}", [s, user(f"q{i}")]) for i in range(6)))
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    _cassette_without_dates(first, ["one", "two"])
+    _cassette_without_dates(second, ["three"])
+    wh = Warehouse(tmp_path / "wh")
+    ingest([known, first], wh, workers=1)
+    materialise.build(wh)
+    before = _inodes(wh)
+    assert prefix_days.UNKNOWN_DAY in before
+    ingest([second], wh, workers=1)
+    said = _build(wh)
+    assert said == [f"{prefix_days.VIEW}: computing the requests whose start is unknown"]
+    after = _inodes(wh)
+    assert after[prefix_days.UNKNOWN_DAY] != before[prefix_days.UNKNOWN_DAY]
+    assert {d: after[d] for d in before if d != prefix_days.UNKNOWN_DAY} == {
+        d: before[d] for d in before if d != prefix_days.UNKNOWN_DAY
+    }
+    _same_as_full_build(wh)
+    rows = stored_by_request(wh, prefix_days.VIEW)
+    unknown = [r for r in rows.values() if r["started_at"] is None]
+    assert len(unknown) == 3
