@@ -20,7 +20,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,10 @@ FROM_FIRST_DAY = {
     conversation_days.VIEW: conversation_days.compute_from,
     break_days.VIEW: break_days.compute_from,
 }
+
+
+# the base of a Spark build's stamp (lay_out_by_day): never equal to a DuckDB build's
+SPARK_DAYS = "per-day, on Spark"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +158,7 @@ def _build_locked(
         path = sql.derived_path(wh, name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         extra: dict[str, object] = {}
-        try:
+        with _removed_on_failure(tmp, f"building {name}"):
             if name == prefix_days.VIEW:
                 rows, extra, prefix_since = _write_by_day(
                     wh, options, con, tmp, force, group_segments, progress
@@ -164,12 +169,6 @@ def _build_locked(
                 )
             else:
                 rows = _write_view(con, name, tmp)
-        except duckdb.Error as exc:
-            _remove(tmp)
-            raise QueryError(f"building {name}: {one_line(exc)}") from exc
-        except BaseException:
-            _remove(tmp)
-            raise
         if path.is_dir() or tmp.is_dir():
             # a folder (request_prefix's days, or another engine's parts) cannot be swapped in
             # one step; a file replacing a file is. The stamp goes first: a build that dies
@@ -284,6 +283,37 @@ def _write_from_first_day(
     return _finish_days(con, name, tmp, days), {"base": base, "days": days}
 
 
+def lay_out_by_day(
+    wh: Warehouse, options: sql.SqlOptions, name: str, parts: Path, out: Path, days: dict[str, str]
+) -> tuple[int, dict[str, object]]:
+    """The rows of stored view `name` that Spark wrote as Parquet parts under `parts`, laid out
+    under `out` (a new folder) as this build stores them: a folder per UTC day, and what the
+    stamp records of the days (`days`: prefix_days.day_inputs when Spark read the warehouse).
+    Returns the rows and the stamp's part.
+
+    The stamp's base names the engine. Spark's fingerprints (the `*_hash` columns) are other
+    numbers than DuckDB's, and conversation_links looks requests up by them: days linked by
+    one engine cannot seed the other's, so a DuckDB build after a Spark build computes every
+    day, as before."""
+    con = duckdb.connect()
+    try:
+        with _removed_on_failure(out, f"storing {name} by day"):
+            con.execute("SET TimeZone = 'UTC'")
+            _limit_build_memory(con, sql.derived_path(wh, name).parent / ".spill")
+            files = sorted(str(p) for p in parts.rglob("*.parquet"))
+            if files:
+                con.sql("SELECT * FROM read_parquet($p)", params={"p": files}).create_view(name)
+            else:
+                cols = ", ".join(f"{quoted(c.name)} {c.type}" for c in schema.load(name).columns)
+                con.execute(f"CREATE TEMP TABLE {quoted(name)} ({cols})")
+            out.mkdir(parents=True)
+            prefix_days.write_days(con, f"SELECT * FROM {quoted(name)}", out)
+            rows = _finish_days(con, name, out, days)
+    finally:
+        con.close()
+    return rows, {"base": sql.view_stamp(wh, name, options, state=SPARK_DAYS), "days": days}
+
+
 def _finish_days(con: duckdb.DuckDBPyConnection, name: str, tmp: Path, days: dict[str, str]) -> int:
     """A folder for every day with parts, a typed empty file when there is no row at all;
     returns the rows under `tmp`."""
@@ -298,6 +328,20 @@ def _finish_days(con: duckdb.DuckDBPyConnection, name: str, tmp: Path, days: dic
         "SELECT count(*) FROM read_parquet($p)", {"p": str(tmp / "**" / "*.parquet")}
     ).fetchall()
     return int(rows)
+
+
+@contextmanager
+def _removed_on_failure(path: Path, what: str) -> Iterator[None]:
+    """Remove what the block wrote at `path` if it fails; a DuckDB error becomes a QueryError
+    saying `what` was being done."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        _remove(path)
+        raise QueryError(f"{what}: {one_line(exc)}") from exc
+    except BaseException:
+        _remove(path)
+        raise
 
 
 def _remove(path: Path) -> None:

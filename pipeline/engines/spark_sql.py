@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import materialise, schema, sql
+from pipeline import materialise, prefix_days, schema, sql
 from pipeline.engines.spark_translate import Step, Variables, spark_type, translate_steps
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql import TABLE_PROVIDERS, Query, SqlOptions, creation_order, load_queries
@@ -170,7 +170,10 @@ def register_views(
             errors[name] = QueryError(f"{name}: not built, its input failed: {failed_inputs[0]}")
             continue
         if stored and name in stored:
-            spark.read.parquet(stored[name]).createOrReplaceTempView(name)
+            # a stored view is a folder per day (pipeline/prefix_days.py), not hive-named
+            spark.read.option("recursiveFileLookup", "true").parquet(
+                stored[name]
+            ).createOrReplaceTempView(name)
             continue
         try:
             steps = _translated(queries[name], variables)
@@ -320,8 +323,9 @@ def build_derived(
     """`pipeline.materialise.build` on Spark: the same derived files for DuckDB to read.
 
     Each stale view of `sql.MATERIALISED` (and those it reads) is computed on Spark and stored as
-    `<warehouse>/derived/<view>.parquet/` (a directory of parts) with its `<view>.stamp.json`;
-    current ones are read, not recomputed. Other views the stale ones need are computed once into
+    `<warehouse>/derived/<view>.parquet/` with its `<view>.stamp.json`, a folder per day as a
+    DuckDB build stores it (`materialise.lay_out_by_day`); current ones are read, not
+    recomputed. Other views the stale ones need are computed once into
     a scratch directory that is removed at the end."""
     options = options or SqlOptions()
     queries = load_queries()
@@ -335,6 +339,7 @@ def build_derived(
     # view is never marked as covering rows it did not read
     with wh.lock(shared=True):
         state = sql.warehouse_state(wh)
+        days = prefix_days.day_inputs(wh)
         current = (
             {} if force else {n: sql.fresh_derived(wh, n, options, state=state) for n in order}
         )
@@ -359,16 +364,27 @@ def build_derived(
                     results.append(materialise.BuildResult(name, False, -1, 0.0))
                     continue
                 b = built[name]
-                _replace(Path(b.path), sql.derived_path(wh, name))
+                # stored as a DuckDB build stores it, a folder per day, so that a later build
+                # (on either engine) computes only the days an ingest changed
+                target = sql.derived_path(wh, name)
+                by_day = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+                rows, extra = materialise.lay_out_by_day(
+                    wh, options, name, Path(b.path), by_day, days
+                )
+                # the stamp first: a build that dies while the old folder is half removed
+                # leaves none, and the next build computes every day
+                sql.stamp_path(wh, name).unlink(missing_ok=True)
+                _replace(by_day, target)
                 stamp = {
                     "view": name,
                     "stamp": sql.view_stamp(wh, name, options, state=state),
-                    "rows": b.rows,
+                    "rows": rows,
+                    **extra,
                 }
                 stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
                 stamp_tmp.write_text(json.dumps(stamp, indent=1), encoding="utf-8")
                 stamp_tmp.replace(sql.stamp_path(wh, name))
-                results.append(materialise.BuildResult(name, True, b.rows, b.seconds))
+                results.append(materialise.BuildResult(name, True, rows, b.seconds))
             return results
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
