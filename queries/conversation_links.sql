@@ -53,7 +53,7 @@
 -- fly, and each further reading would compute it again.
 WITH prefix AS MATERIALIZED (
     SELECT
-        arrival_order, request_id, reuse_request_id, started_at, provider, model, account,
+        arrival_order, request_id, reuse_arrival_order, started_at, provider, model, account,
         cache_scope, history_start, first_assistant, last_assistant, history_hash,
         before_last_reply_hash, before_first_reply_hash, first_exchange_hash, system_hash,
         tools_hash, tools_set_hash, writes_cache, shared_segments
@@ -78,16 +78,10 @@ base AS (
         -- how long after it a continuation or a retry still counts as one: the rule's cache
         -- lifetime (its lookback where none is published; a day without any rule)
         coalesce(m.lifetime_s, m.lookback_s, 86400)                     AS link_window_s,
-        u.arrival_order                                                 AS reuse_order,
+        p.reuse_arrival_order                                           AS reuse_order,
         p.shared_segments
     FROM prefix AS p
     JOIN requests AS r USING (request_id)
-    LEFT JOIN (
-        SELECT request_id, arrival_order FROM prefix
-        UNION ALL
-        SELECT request_id, arrival_order FROM conversation_seed
-        WHERE request_id IN (SELECT reuse_request_id FROM prefix)
-    ) AS u ON u.request_id = p.reuse_request_id
     LEFT JOIN cache_rule_match AS m
       ON m.provider IS NOT DISTINCT FROM r.provider
      AND m.model IS NOT DISTINCT FROM r.model
@@ -222,6 +216,18 @@ history_parents AS (
 -- the latest earlier identical request (same model, system prompt, tools and history) of the
 -- same session (or none on both), if recent: a re-send of the same prompt (after an error, a
 -- timeout, or a client sending it twice)
+-- a re-send repeats a request within that request's link window, which no rule makes longer
+-- than its lifetime or lookback (a day where no rule applies): a seed row older than the
+-- longest of them before the first request computed cannot be one, nor can any row before it.
+-- A bound on started_at also lets the scan of the seed skip those days
+resend_reach AS (
+    SELECT
+        (SELECT min(started_at) FROM base)
+        - greatest(
+            (SELECT max(coalesce(lifetime_s, lookback_s, 86400)) FROM cache_rule_match), 86400
+        ) * INTERVAL 1 SECOND                                           AS earliest
+),
+
 identical_rows AS (
     SELECT
         arrival_order, started_at, session_hash, scope_hash, same_prompt_hash, history_hash,
@@ -234,6 +240,7 @@ identical_rows AS (
         link_window_s, processed, false
     FROM conversation_seed
     WHERE scope_hash IS NOT NULL AND history_hash IS NOT NULL
+      AND started_at >= (SELECT earliest FROM resend_reach)
       AND hash(scope_hash, same_prompt_hash, history_hash)
           IN (SELECT hash(scope_hash, same_prompt_hash, history_hash) FROM base)
 ),

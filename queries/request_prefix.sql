@@ -249,6 +249,7 @@ final AS (
         coalesce(b.shared_bytes, 0)::BIGINT                             AS shared_bytes,
         reuse.request_id                                                AS reuse_request_id,
         reuse.started_at                                                AS reuse_started_at,
+        reuse.rid_ord::BIGINT                                           AS reuse_arrival_order,
         coalesce(b.live_segments, 0)::INTEGER                           AS live_segments,
         coalesce(b.live_bytes, 0)::BIGINT                               AS live_bytes,
         coalesce(least(q.extended_segments, q.segment_count), 0)::INTEGER AS extended_segments,

@@ -19,6 +19,21 @@ from pipeline.warehouse import Warehouse
 DAY = 86_400
 
 
+def _built_then_more(
+    tmp_path: Path, early: list[bytes], late: list[bytes]
+) -> tuple[Warehouse, list[str]]:
+    """`early` ingested and built, then `late` ingested and built: the warehouse, and what the
+    second build said of computing conversation_links."""
+    first, second = tmp_path / "early.jsonl", tmp_path / "late.jsonl"
+    first.write_bytes(b"".join(early))
+    second.write_bytes(b"".join(late))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([first], wh, workers=1)
+    materialise.build(wh)
+    ingest([second], wh, workers=1)
+    return wh, computing(wh, conversation_days.VIEW)
+
+
 def test_sessions_lineages_and_resends_go_on_across_the_days_of_the_seed(tmp_path: Path) -> None:
     s = system("Seeded. " + "Follow the runbook. " * 300)
     other = system("Other agent. " + "Check the logs. " * 300)
@@ -37,14 +52,8 @@ def test_sessions_lineages_and_resends_go_on_across_the_days_of_the_seed(tmp_pat
              session="sess"),
         chat(at(6 * DAY + 60), "l2", [s, user("question"), REPLY, user("and then?")]),
     ]  # fmt: skip
-    first, second = tmp_path / "early.jsonl", tmp_path / "late.jsonl"
-    first.write_bytes(b"".join(early))
-    second.write_bytes(b"".join(late))
-    wh = Warehouse(tmp_path / "wh")
-    ingest([first], wh, workers=1)
-    materialise.build(wh)
-    ingest([second], wh, workers=1)
-    assert computing(wh, conversation_days.VIEW) == [
+    wh, said = _built_then_more(tmp_path, early, late)
+    assert said == [
         f"{conversation_days.VIEW}: computing 2026-11-18 to 2026-11-22 "
         "(the stored days before them as seed)"
     ]
@@ -56,6 +65,28 @@ def test_sessions_lineages_and_resends_go_on_across_the_days_of_the_seed(tmp_pat
     assert (rows["l2"]["conversation_id"], rows["l2"]["turn"]) == ("l1", 2)
     assert rows["l2"]["link_method"] == "history"
     assert (rows["r2"]["link_method"], rows["r2"]["parent_request_id"]) == ("resend", "r1")
+
+
+def test_a_prompt_sent_again_just_after_midnight_repeats_the_stored_request_before_it(
+    tmp_path: Path,
+) -> None:
+    # the seed's rows are read for re-sends only within the longest link window before the
+    # first request computed: the request repeated here is two minutes before that one
+    other = system("Resent. " + "Check the logs. " * 300)
+    midnight = 15 * 3_600  # T0 is 09:00 on 2026-11-16
+    early = [
+        *(chat(at(h * 3_600), f"f{h}", [other, user(f"filler {h}")]) for h in range(4)),
+        chat(at(midnight - 120), "r1", [other, user("once")]),
+    ]
+    late = [chat(at(midnight + 120), "r2", [other, user("once")])]
+    wh, said = _built_then_more(tmp_path, early, late)
+    assert said == [
+        f"{conversation_days.VIEW}: computing 2026-11-17 to 2026-11-17 "
+        "(the stored days before them as seed)"
+    ]
+    rows = stored_by_request(wh, conversation_days.VIEW)
+    assert (rows["r2"]["link_method"], rows["r2"]["parent_request_id"]) == ("resend", "r1")
+    same_as_full_build(wh, conversation_days.VIEW)
 
 
 def test_a_day_gone_from_the_warehouse_is_no_seed_and_the_turns_after_it_are_linked_again(
