@@ -364,8 +364,8 @@ def build_derived(
                     results.append(materialise.BuildResult(name, False, -1, 0.0))
                     continue
                 b = built[name]
-                # stored as a DuckDB build stores it, a folder per day, so that a later build
-                # (on either engine) computes only the days an ingest changed
+                # stored as a DuckDB build stores it, a folder per day; the stamp's base names
+                # Spark, so no DuckDB build takes these days for its own (lay_out_by_day)
                 target = sql.derived_path(wh, name)
                 by_day = target.with_name(f".{target.name}.{os.getpid()}.tmp")
                 rows, extra = materialise.lay_out_by_day(
