@@ -96,6 +96,28 @@ def parts_within(files: Iterable[Path], days: Period) -> list[Path]:
     return out
 
 
+def stored_files(path: Path, days: Period | None) -> list[Path]:
+    """The Parquet files of a stored view's folder; for a period, only those of its days.
+
+    A view stored by day keeps a day's rows in `<YYYY-MM-DD>/` (pipeline/prefix_days.py): the
+    other days' files are not even opened. Their footers are what a period read would otherwise
+    pay for, once per scan: 2,042 files at 10M requests, 1.1 s of a 1.6 s query. A file not in
+    a day's folder (one written whole, or the empty file of a view without rows) is kept, and
+    so is every file when none is left, so that the view still has its columns."""
+    every = list(path.rglob("*.parquet"))
+    if days is None:
+        return every
+    kept = [f for f in every if f.parent == path or _folder_within(f.parent.name, days)]
+    return kept or every
+
+
+def _folder_within(name: str, days: Period) -> bool:
+    try:
+        return days.holds(date.fromisoformat(name))
+    except ValueError:  # unknown-day/: no start, never in a period
+        return False
+
+
 def days_with_requests(wh: Warehouse) -> list[date]:
     """The UTC days that have requests, from the names of the live partitions (nothing read)."""
     files = wh.snapshot(["requests"])["requests"]

@@ -37,7 +37,7 @@ import duckdb
 
 from pipeline import compaction, resources, schema
 from pipeline.errors import NotFoundError, QueryError
-from pipeline.period import Period, margin_days, parts_within
+from pipeline.period import Period, margin_days, parts_within, stored_files
 from pipeline.raw_parts import raw_relation
 from pipeline.sql_run import run as run  # re-exported: every command runs its queries as sql.run
 from pipeline.sql_text import one_line, quoted, strip_final_semicolon
@@ -291,7 +291,7 @@ def view_from_parquet(
 ) -> None:
     # the files as of now, not a glob expanded at every query: a build replacing a folder
     # meanwhile then fails a query of this session instead of giving it part of the rows
-    files = sorted(str(p) for p in path.rglob("*.parquet")) if path.is_dir() else [str(path)]
+    files = sorted(str(p) for p in stored_files(path, days)) if path.is_dir() else [str(path)]
     if days is None:
         rel = con.sql("SELECT * FROM read_parquet($p)", params={"p": files})
     else:

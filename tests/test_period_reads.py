@@ -23,6 +23,7 @@ from pipeline.period import (
     days_with_requests,
     last_day_before,
     margin_days,
+    stored_files,
 )
 from pipeline.reports.sections import weekly_views
 from pipeline.reports.weekly import WeekSelection, generate_weekly
@@ -181,6 +182,24 @@ def test_stored_views_keep_their_days_apart_so_a_period_skips_the_others(wh) -> 
         known = [v for v in values if v is not None]
         assert known == sorted(known), name
         assert values[: len(known)] == known, f"{name}: an unknown start before a known one"
+
+
+def test_a_period_read_opens_only_the_day_folders_of_its_days(tmp_path: Path) -> None:
+    stored = tmp_path / "request_prefix.parquet"
+    for folder in ("2026-11-15", "2026-11-16", "2026-11-17", "2026-11-18", "unknown-day"):
+        (stored / folder).mkdir(parents=True)
+        (stored / folder / "part-0.parquet").write_bytes(b"")
+    (stored / "whole.parquet").write_bytes(b"")  # a file not in a day's folder is always read
+    period = Period(date(2026, 11, 16), date(2026, 11, 17))
+    assert sorted(str(f.relative_to(stored)) for f in stored_files(stored, period)) == [
+        "2026-11-16/part-0.parquet",
+        "2026-11-17/part-0.parquet",
+        "whole.parquet",
+    ]
+    assert len(stored_files(stored, None)) == 6
+    # a period with no day stored still gets the files, for the view's columns
+    (stored / "whole.parquet").unlink()
+    assert len(stored_files(stored, Period(date(2027, 1, 1), date(2027, 1, 1)))) == 5
 
 
 def rules_con(tmp_path: Path, lifetime_s: int | None = None) -> duckdb.DuckDBPyConnection:
