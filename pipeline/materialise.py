@@ -304,8 +304,7 @@ def lay_out_by_day(
             if files:
                 con.sql("SELECT * FROM read_parquet($p)", params={"p": files}).create_view(name)
             else:
-                cols = ", ".join(f"{quoted(c.name)} {c.type}" for c in schema.load(name).columns)
-                con.execute(f"CREATE TEMP TABLE {quoted(name)} ({cols})")
+                sql.create_empty_table(con, name, name)
             out.mkdir(parents=True)
             prefix_days.write_days(con, f"SELECT * FROM {quoted(name)}", out)
             rows = _finish_days(con, name, out, days)

@@ -107,15 +107,23 @@ def stored_files(path: Path, days: Period | None) -> list[Path]:
     every = list(path.rglob("*.parquet"))
     if days is None:
         return every
-    kept = [f for f in every if f.parent == path or _folder_within(f.parent.name, days)]
+    kept = [
+        f
+        for f in every
+        if f.parent == path or ((day := stored_day_of(f, path)) is not None and days.holds(day))
+    ]
     return kept or every
 
 
-def _folder_within(name: str, days: Period) -> bool:
+def stored_day_of(file: Path, path: Path) -> date | None:
+    """The day of a file of a view stored by day under `path` (`<path>/<YYYY-MM-DD>/`); None
+    for `unknown-day/` (no start, never in a period) and for a file outside a day's folder."""
+    if file.parent.parent != path:
+        return None
     try:
-        return days.holds(date.fromisoformat(name))
-    except ValueError:  # unknown-day/: no start, never in a period
-        return False
+        return date.fromisoformat(file.parent.name)
+    except ValueError:
+        return None
 
 
 def days_with_requests(wh: Warehouse) -> list[date]:

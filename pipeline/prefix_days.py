@@ -194,10 +194,11 @@ def stored_files_before(path: Path, first: date, days: dict[str, str]) -> list[s
     """The Parquet files of a per-day view stored under `path` for the days of `days` (the
     warehouse's now) before `first`."""
     return sorted(
-        str(part)
-        for day in days
-        if day != UNKNOWN_DAY and day < first.isoformat() and (path / day).is_dir()
-        for part in (path / day).glob("*.parquet")
+        str(f)
+        for f in path.rglob("*.parquet")
+        if (day := periods.stored_day_of(f, path)) is not None
+        and day < first
+        and day.isoformat() in days
     )
 
 
@@ -206,7 +207,7 @@ def stored_files_from(path: Path, first: date) -> list[Path]:
     return sorted(
         f
         for f in path.rglob("*.parquet")
-        if f.parent.name != UNKNOWN_DAY and f.parent.name >= first.isoformat()
+        if (day := periods.stored_day_of(f, path)) is not None and day >= first
     )
 
 

@@ -128,9 +128,14 @@ def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path])
     if files:
         raw_relation(con, table, files).create_view(view)
         return
-    spec = schema.load(table)
-    cols = ", ".join(f"{quoted(c.name)} {c.type}" for c in spec.columns)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted(view)} ({cols})")
+    create_empty_table(con, view, table)
+
+
+def create_empty_table(con: duckdb.DuckDBPyConnection, name: str, table: str) -> None:
+    """A temporary table `name` with no rows and the columns of schema `table`: a table or view
+    that has no file yet still has its columns."""
+    cols = ", ".join(f"{quoted(c.name)} {c.type}" for c in schema.load(table).columns)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted(name)} ({cols})")
 
 
 def needed(names: Iterable[str], queries: dict[str, Query] | None = None) -> set[str]:
