@@ -47,6 +47,11 @@ FROM_FIRST_DAY = {
     conversation_days.VIEW: conversation_days.compute_from,
     break_days.VIEW: break_days.compute_from,
 }
+# ... and how each is built in full a run of days at a time (prefix_days.RUN_REQUESTS)
+IN_RUNS = {
+    conversation_days.VIEW: conversation_days.compute_in_runs,
+    break_days.VIEW: break_days.compute_in_runs,
+}
 
 
 # the base of a Spark build's stamp (lay_out_by_day): never equal to a DuckDB build's
@@ -271,15 +276,24 @@ def _write_from_first_day(
         if prefix_days.stored_days(sql.stamp_doc(wh, name), base, path) == old:
             # a day gone from the warehouse changed too: later days may have linked to it
             first = prefix_days.first_changed_day(todo | (old.keys() - days.keys()), days)
+
+    def limit(c: duckdb.DuckDBPyConnection) -> None:
+        _limit_build_memory(c, spill)
+
     job = None
     if first is not None:
-        job = prefix_days.FromFirstDay(
-            wh, options, path, first, days, tmp, lambda c: _limit_build_memory(c, spill), progress
-        )
+        job = prefix_days.FromFirstDay(wh, options, path, first, days, tmp, limit, progress)
     if job is None or not FROM_FIRST_DAY[name](job):
         _remove(tmp)
-        tmp.mkdir(parents=True)
-        prefix_days.write_days(con, f"SELECT * FROM {quoted(name)}", tmp)
+        # every day: a run of days at a time on a large warehouse, else in one pass
+        runs = prefix_days.runs_of_requests(sql.derived_path(wh, prefix_days.VIEW), days)
+        if runs is None or not IN_RUNS[name](
+            prefix_days.FromFirstDay(wh, options, tmp, runs[0][0], days, tmp, limit, progress),
+            runs,
+        ):
+            _remove(tmp)
+            tmp.mkdir(parents=True)
+            prefix_days.write_days(con, f"SELECT * FROM {quoted(name)}", tmp)
     return _finish_days(con, name, tmp, days), {"base": base, "days": days}
 
 

@@ -61,6 +61,10 @@ TABLE_PROVIDERS = ("pipeline.prices.tables", "pipeline.cache_rules")
 
 # Views worth storing: each reads millions of segment rows or joins them (see bench/views.py).
 MATERIALISED = ("request_prefix", "conversation_links", "cache_breaks")
+# Of those, the ones a period session computes from its own rows over the lookback margin
+# (a rule's lookback can outlast its lifetime); cache_breaks reads them and looks back no
+# further than a cache lifetime
+LOOKING_BACK = ("request_prefix", "conversation_links")
 DERIVED_DIR = "derived"
 # A temp table of each `connect` session: the views it reads from stored Parquet.
 STORED_VIEWS_TABLE = "cacheaudit_stored_views"
@@ -185,10 +189,12 @@ def connect(
     only: Iterable[str] | None = None,
     period: Period | None = None,
     heavy_once: bool = True,
+    computed: Iterable[str] = (),
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with raw tables and every view in queries/ registered.
 
-    `use_derived`: read a view from `<warehouse>/derived/` while its stamp is current.
+    `use_derived`: read a view from `<warehouse>/derived/` while its stamp is current, except
+    those `computed` (a build computing them again, its stored rows current or not).
     `only`: create just these views and what they read (faster; unrelated views are skipped).
     `period`: register only the days of the period and the margin before it, of the raw tables
     and of the stored views (pipeline/period.py says what the margin leaves out).
@@ -199,6 +205,7 @@ def connect(
     options = options or SqlOptions()
     queries = load_queries()
     wanted = needed(only, queries) if only is not None else set(queries)
+    recompute = wanted & set(computed)
     # Every table as of one moment: an ingest replacing a source meanwhile must not leave its
     # old requests beside its new segments. The stamps of stored views are checked against
     # the same files (once per session, not per view: it reads every manifest file).
@@ -217,11 +224,12 @@ def connect(
     stored = {
         name: fresh_derived(wh, name, options, state=state) if use_derived else None
         for name in wanted & set(MATERIALISED)
+        if name not in recompute
     }
     days = None
     if period is not None:
-        computed = any(path is None for path in stored.values())
-        days = period.read_days(margin_days(con, lookback=computed))
+        from_sql = any(name in wanted and stored.get(name) is None for name in LOOKING_BACK)
+        days = period.read_days(margin_days(con, lookback=from_sql))
         snapshot = period_parts(snapshot, days)
     # days of many small sources are read from build's copies (pipeline/compaction.py)
     for table, files in compaction.substitute(wh, snapshot).items():

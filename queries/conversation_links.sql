@@ -582,7 +582,10 @@ final AS (
         k.first_turn_hash, k.first_exchange_hash, k.system_hash, k.tools_set_hash,
         k.link_window_s, k.processed, o.history_parent, o.prefix_parent, o.fork,
         o.second_turn, o.retry_root, o.root_id, n.session_hash AS turn_session_hash, n.root_order,
-        n.conversation_ref
+        n.conversation_ref,
+        -- the parent's arrival order, which holds its day: where a build computing the breaks
+        -- of some days starts reading (pipeline/break_days.py)
+        n.parent_order
     FROM numbered AS n
     JOIN named AS b ON b.arrival_order = n.arrival_order
     JOIN base AS k ON k.arrival_order = n.arrival_order

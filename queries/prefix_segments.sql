@@ -1,8 +1,8 @@
 -- name: prefix_segments
 -- inputs: segments
 -- output: one numeric row per segment of every request (its request_id aside): position, size,
---   kind and role as numbers, and the segment's own and chained-prefix fingerprints as
---   numbers. The second stage of request_prefix, the only one over every segment: request_prefix
+--   kind and role as numbers, the segment's own and chained-prefix fingerprints as
+--   numbers, and the request's day. The second stage of request_prefix, the only one over every segment: request_prefix
 --   joins it to prefix_requests, and `cacheaudit build` writes it once, split by cache scope,
 --   when the warehouse is too large for one window (pipeline/prefix_groups.py). Strings make
 --   sorts and aggregates slow, so only the join key stays one.
@@ -19,7 +19,10 @@ WITH final AS (
              WHEN 'assistant' THEN 4 WHEN 'model' THEN 4 WHEN 'tool' THEN 5 ELSE 0 END
             ::UTINYINT                                                  AS role_code,
         hash(s.segment_hash)                                            AS content_hash,
-        hash(s.prefix_hash)                                             AS chain_hash
+        hash(s.prefix_hash)                                             AS chain_hash,
+        -- the request's day, the partition of the segment's part: a build that computes a
+        -- few days reads the parts of those days alone (pipeline/prefix_days.py)
+        s.day
     FROM segments AS s
 )
 

@@ -9,29 +9,19 @@ import random
 from pathlib import Path
 
 import pytest
-from test_days_support import computing, same_as_full_build, stored_by_request
+from test_days_support import (
+    built_then_more,
+    computing,
+    same_as_full_build,
+    stored_by_request,
+)
 from test_prefix_support import REPLY, at, chat, refused, system, tool, user
 
-from pipeline import break_days, conversation_days, materialise
+from pipeline import break_days, conversation_days, materialise, prefix_days
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
 DAY = 86_400
-
-
-def _built_then_more(
-    tmp_path: Path, early: list[bytes], late: list[bytes]
-) -> tuple[Warehouse, list[str]]:
-    """`early` ingested and built, then `late` ingested and built: the warehouse, and what the
-    second build said of computing conversation_links."""
-    first, second = tmp_path / "early.jsonl", tmp_path / "late.jsonl"
-    first.write_bytes(b"".join(early))
-    second.write_bytes(b"".join(late))
-    wh = Warehouse(tmp_path / "wh")
-    ingest([first], wh, workers=1)
-    materialise.build(wh)
-    ingest([second], wh, workers=1)
-    return wh, computing(wh, conversation_days.VIEW)
 
 
 def test_sessions_lineages_and_resends_go_on_across_the_days_of_the_seed(tmp_path: Path) -> None:
@@ -52,7 +42,7 @@ def test_sessions_lineages_and_resends_go_on_across_the_days_of_the_seed(tmp_pat
              session="sess"),
         chat(at(6 * DAY + 60), "l2", [s, user("question"), REPLY, user("and then?")]),
     ]  # fmt: skip
-    wh, said = _built_then_more(tmp_path, early, late)
+    wh, said = built_then_more(tmp_path, early, late, conversation_days.VIEW)
     assert said == [
         f"{conversation_days.VIEW}: computing 2026-11-18 to 2026-11-22 "
         "(the stored days before them as seed)"
@@ -79,7 +69,7 @@ def test_a_prompt_sent_again_just_after_midnight_repeats_the_stored_request_befo
         chat(at(midnight - 120), "r1", [other, user("once")]),
     ]
     late = [chat(at(midnight + 120), "r2", [other, user("once")])]
-    wh, said = _built_then_more(tmp_path, early, late)
+    wh, said = built_then_more(tmp_path, early, late, conversation_days.VIEW)
     assert said == [
         f"{conversation_days.VIEW}: computing 2026-11-17 to 2026-11-17 "
         "(the stored days before them as seed)"
@@ -203,5 +193,40 @@ def test_random_agent_traffic_split_in_two_ingests_gives_the_rows_of_a_full_buil
     # some turns after the split continue conversations from before it
     assert any(row["parent_request_id"] in early for r, row in links.items() if r not in early)
     materialise.build(wh, force=True)
+    assert stored_by_request(wh, conversation_days.VIEW) == links
+    assert stored_by_request(wh, break_days.VIEW) == breaks
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_full_build_in_runs_of_days_gives_the_rows_of_one_pass(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = system("Long-lived. " + "Follow the runbook. " * 300)
+    # a turn five days after its parent: beyond any margin a session reads before its run
+    late_turn = [
+        chat(at(0.1 * DAY), "old", [s, user("q0")]),
+        chat(at(5.5 * DAY), "later", [s, user("q0"), REPLY, user("and then?")]),
+    ]
+    capture = tmp_path / "capture.jsonl"
+    capture.write_bytes(b"".join([*(r for _, r in _random_traffic(seed)), *late_turn]))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([capture], wh, workers=1)
+    materialise.build(wh)  # one pass: far fewer requests than RUN_REQUESTS
+    links = stored_by_request(wh, conversation_days.VIEW)
+    breaks = stored_by_request(wh, break_days.VIEW)
+    assert links["later"]["parent_request_id"] == "old"
+    assert breaks["later"]["cause"] != "cold_start"
+    monkeypatch.setattr(prefix_days, "RUN_REQUESTS", 40)
+    said: list[str] = []
+    materialise.build(wh, force=True, progress=said.append)
+    runs = [line for line in said if "a run of days" in line]
+    assert len(runs) >= 3, said
+    assert len([line for line in said if line.startswith(f"{break_days.VIEW}: computing")]) == len(
+        runs
+    )
+    # some turns continue a conversation of an earlier run: the seed was read
+    first_run_last_day = runs[0].split(" to ")[1][:10]
+    early = {r for r, row in links.items() if str(row["started_at"])[:10] <= first_run_last_day}
+    assert any(row["parent_request_id"] in early for r, row in links.items() if r not in early)
     assert stored_by_request(wh, conversation_days.VIEW) == links
     assert stored_by_request(wh, break_days.VIEW) == breaks

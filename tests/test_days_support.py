@@ -12,6 +12,7 @@ import duckdb
 
 from pipeline import materialise, sql
 from pipeline.demo import write_demo
+from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
 SPLIT = "2026-11-27"  # the demo's last four days arrive in a later ingest
@@ -64,3 +65,18 @@ def stored_by_request(wh: Warehouse, view: str) -> dict[str, dict[str, Any]]:
     pattern = str(sql.derived_path(wh, view) / "**" / "*.parquet")
     rel = duckdb.sql("SELECT * FROM read_parquet($p)", params={"p": pattern})
     return {row[0]: dict(zip(rel.columns, row, strict=True)) for row in rel.fetchall()}
+
+
+def built_then_more(
+    tmp_path: Path, early: list[bytes], late: list[bytes], view: str
+) -> tuple[Warehouse, list[str]]:
+    """`early` ingested and built, then `late` ingested and built: the warehouse, and what the
+    second build said of computing `view`."""
+    first, second = tmp_path / "early.jsonl", tmp_path / "late.jsonl"
+    first.write_bytes(b"".join(early))
+    second.write_bytes(b"".join(late))
+    wh = Warehouse(tmp_path / "wh")
+    ingest([first], wh, workers=1)
+    materialise.build(wh)
+    ingest([second], wh, workers=1)
+    return wh, computing(wh, view)

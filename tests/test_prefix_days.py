@@ -13,13 +13,24 @@ import pytest
 import yaml
 from test_days_support import (
     SPLIT,
+    built_then_more,
     computing,
     demo_halves,
     inodes,
     same_as_full_build,
     stored_by_request,
 )
-from test_prefix_support import OPENAI, REPLY, _record, at, chat, refused, system, user
+from test_prefix_support import (
+    OPENAI,
+    REPLY,
+    _record,
+    at,
+    chat,
+    deepseek,
+    refused,
+    system,
+    user,
+)
 
 from pipeline import cache_rules, materialise, prefix_days, sql
 from pipeline.ingest import ingest
@@ -231,3 +242,39 @@ def test_requests_whose_start_is_unknown_are_computed_again_when_more_of_them_ar
     rows = stored_by_request(wh, prefix_days.VIEW)
     unknown = [r for r in rows.values() if r["started_at"] is None]
     assert len(unknown) == 3
+
+
+def test_the_horizon_keeps_the_older_requests_the_window_reads_past_the_latest(
+    tmp_path: Path,
+) -> None:
+    """Of the day before, a build of one day keeps only the rows the window reads: of each
+    prefix, the latest four requests with it and the latest whose prompt ended there. Two
+    requests just after midnight read past the latest request of the day before."""
+    midnight = 15 * 3600  # T0 is 09:00
+    ask = [system("Horizon. " + "Follow the runbook. " * 300), user("q")]
+    opening = [system("Units. " + "Follow the runbook. " * 300), user("start")]
+    day_before = [
+        # the entry of `a`, then a refused retry of it
+        chat(at(midnight - 120), "a", ask),
+        refused(at(midnight - 60), "b", {"model": "gpt-4.1-2025-04-14", "messages": ask}),
+        # a DeepSeek input unit (the opening's whole prompt), then four prompts that extend it
+        deepseek(at(midnight - 600), "d0", opening),
+        *(
+            deepseek(at(midnight - 500 + 60 * i), f"d{i + 1}", [*opening, user(f"{i}")])
+            for i in range(4)
+        ),
+    ]
+    after = [
+        chat(at(midnight + 60), "e", [ask[0], user("another question")]),
+        deepseek(at(midnight + 120), "f", [*opening, REPLY, user("again")]),
+    ]
+    wh, said = built_then_more(tmp_path, day_before, after, prefix_days.VIEW)
+    assert said == [f"{prefix_days.VIEW}: computing 2026-11-17 to 2026-11-17 (3 days before them)"]
+    rows = stored_by_request(wh, prefix_days.VIEW)
+    _same_as_full_build(wh)
+    # `e` reads the entry `a` left of the system prompt: the request just before it with that
+    # prompt (`b`) was refused
+    assert rows["e"]["live_segments"] == 1
+    # `f` reads the opening with its reply as a unit: `d0` ended there, four requests ago;
+    # the four after it share the opening alone
+    assert rows["f"]["unit_bytes"] > rows["d1"]["shared_bytes"]
