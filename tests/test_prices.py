@@ -7,10 +7,13 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from pipeline.prices import loader, resolve, validate
+from pipeline.prices import tables as price_tables
 from pipeline.prices.rows import BUCKETS, ConditionError, parse_condition
+from pipeline.sql import SqlOptions
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "prices"
 # Every published price found, one row per provider/model/period, each with its public source.
@@ -429,3 +432,29 @@ def test_check_reports_an_alias_that_a_row_of_its_own_layer_for_the_same_name_sh
         " 2025-07-01T00:00Z) for acme-1-2025 itself is in force (a row for the exact name wins"
         " over an alias of its layer); end one of them"
     ]
+
+
+def test_a_session_reads_a_price_file_again_once_it_changed(tmp_path: Path) -> None:
+    # sessions share the loaded tables while the files stay as they were
+    header = (
+        "provider,model,effective_from,effective_to,currency,condition,input_cache_miss_per_mtok,"
+        "input_cache_hit_per_mtok,cache_write_5m_per_mtok,cache_write_1h_per_mtok,"
+        "output_per_mtok,notes,source\n"
+    )
+    table = tmp_path / "mine.csv"
+    options = SqlOptions(prices_paths=(table,))
+
+    def user_models() -> list[str]:
+        con = duckdb.connect()
+        price_tables.register(con, options)
+        rows = con.execute(
+            "SELECT model FROM price_rows_source WHERE file = ? ORDER BY model", [str(table)]
+        ).fetchall()
+        con.close()
+        return [m for (m,) in rows]
+
+    table.write_text(header + "openai,mine-a,2025-01-01,,USD,,1,0.1,,,2,,\n", encoding="utf-8")
+    assert user_models() == ["mine-a"]
+    assert user_models() == ["mine-a"]
+    table.write_text(header + "openai,mine-bb,2025-01-01,,USD,,1,0.1,,,2,,\n", encoding="utf-8")
+    assert user_models() == ["mine-bb"]
