@@ -42,7 +42,7 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
     computed, the earlier ones linked from the stored days. False when a full build is the
     faster or the stored views it reads are not current (the caller removes `job.out`)."""
     links = sql.derived_path(job.wh, READS_STORED[1])
-    total, to_compute = prefix_days.stored_rows(links, job.first)
+    total, to_compute = prefix_days.stored_rows(job.wh, READS_STORED[1], job.first)
     if not job.keep_days_before(total, to_compute):
         return False
     if not to_compute:

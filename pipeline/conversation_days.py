@@ -36,9 +36,7 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
     """Write conversation_links under `job.out` (a new folder): the days from `job.first` on
     computed from the stored days before them, those linked. False when a full build is the
     faster or request_prefix is not stored and current (the caller removes `job.out`)."""
-    total, to_compute = prefix_days.stored_rows(
-        sql.derived_path(job.wh, prefix_days.VIEW), job.first
-    )
+    total, to_compute = prefix_days.stored_rows(job.wh, prefix_days.VIEW, job.first)
     if not job.keep_days_before(total, to_compute):
         return False
     if not to_compute:

@@ -47,6 +47,8 @@ UNKNOWN_DAY = "unknown-day"
 # past this share of the requests to compute again, a full build (grouped by scope when large)
 FULL_SHARE = 0.5
 DAY_COLUMN = "cacheaudit_day"
+# what a per-day view's stamp records of its rows, by day folder (count_days)
+DAY_ROWS = "day_rows"
 # the folder a request_prefix row belongs in
 DAY_OF_ROW = f"coalesce(strftime(started_at, '%Y-%m-%d'), '{UNKNOWN_DAY}')"
 INPUT_TABLES = ("requests", "segments")
@@ -242,13 +244,33 @@ def stored_files_from(path: Path, first: date, last: date | None = None) -> list
     )
 
 
-def stored_rows(path: Path, first: date) -> tuple[int, int]:
-    """The rows of a per-day view stored under `path`: in all, and in the folders of `first`
-    and later days."""
-    per_day = rows_by_day(path)
+def stored_rows(wh: Warehouse, name: str, first: date) -> tuple[int, int]:
+    """The rows of per-day view `name` as stored: in all, and in the folders of `first` and
+    later days."""
+    per_day = stored_day_rows(wh, name)
     return sum(per_day.values()), sum(
         rows for day, rows in per_day.items() if day is not None and day >= first
     )
+
+
+def stored_day_rows(wh: Warehouse, name: str) -> dict[date | None, int]:
+    """The rows of per-day view `name` as stored, by day (None: `unknown-day/` and any file
+    outside a day's folder): as its stamp records them (`count_days`), else from the footers."""
+    recorded = sql.stamp_doc(wh, name).get(DAY_ROWS)
+    if not isinstance(recorded, dict):
+        return rows_by_day(sql.derived_path(wh, name))
+    per_day: dict[date | None, int] = {}
+    for folder, rows in recorded.items():
+        day = _day_of_folder(str(folder))
+        per_day[day] = per_day.get(day, 0) + int(rows)
+    return per_day
+
+
+def _day_of_folder(folder: str) -> date | None:
+    try:
+        return date.fromisoformat(folder)
+    except ValueError:
+        return None
 
 
 def rows_by_day(path: Path) -> dict[date | None, int]:
@@ -260,26 +282,77 @@ def rows_by_day(path: Path) -> dict[date | None, int]:
         return {}
     con = duckdb.connect()
     try:
-        counts = con.execute(
-            "SELECT file_name, num_rows FROM parquet_file_metadata($p)", {"p": files}
-        ).fetchall()
+        counts = _footer_rows(con, files)
     finally:
         con.close()
     per_day: dict[date | None, int] = {}
-    for name, rows in counts:
+    for name, rows in counts.items():
         day = periods.stored_day_of(Path(name), path)
-        per_day[day] = per_day.get(day, 0) + int(rows)
+        per_day[day] = per_day.get(day, 0) + rows
     return per_day
 
 
-def runs_of_requests(path: Path, days: dict[str, str]) -> list[tuple[date, date]] | None:
+def _footer_rows(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, int]:
+    counts = con.execute(
+        "SELECT file_name, num_rows FROM parquet_file_metadata($p)", {"p": files}
+    ).fetchall()
+    return {str(name): int(rows) for name, rows in counts}
+
+
+def count_days(out: Path, stored_path: Path, stored: dict[str, object]) -> dict[str, int]:
+    """The rows under `out` (a view's new folder of days) by folder name ("" for a file at its
+    top). A folder whose files are the very files (hard links) of the same folder under
+    `stored_path` has the rows `stored` (the stored view's stamp) records for it; the others
+    are counted from their footers. Counting every footer again after one new day at 10M
+    requests took 0.4 s for request_prefix alone (2,000 files)."""
+    recorded = stored.get(DAY_ROWS)
+    known = recorded if isinstance(recorded, dict) else {}
+    per_folder: dict[str, int] = {}
+    to_read: dict[str, str] = {}  # file -> folder
+    for folder, files in _files_by_folder(out).items():
+        if folder and folder in known and _same_files(files, stored_path / folder):
+            per_folder[folder] = int(known[folder])
+            continue
+        per_folder[folder] = 0
+        to_read.update((str(f), folder) for f in files)
+    if to_read:
+        with duckdb.connect() as con:
+            for name, rows in _footer_rows(con, sorted(to_read)).items():
+                per_folder[to_read[name]] += rows
+    return per_folder
+
+
+def _files_by_folder(out: Path) -> dict[str, list[Path]]:
+    by_folder: dict[str, list[Path]] = {}
+    for f in sorted(out.rglob("*.parquet")):
+        relative = f.relative_to(out).parts
+        by_folder.setdefault(relative[0] if len(relative) > 1 else "", []).append(f)
+    return by_folder
+
+
+def _same_files(files: list[Path], stored_folder: Path) -> bool:
+    """Whether `files` are hard links of exactly the Parquet files under `stored_folder`."""
+    try:
+        stored = sorted(stored_folder.rglob("*.parquet"))
+        if len(stored) != len(files):
+            return False
+        for new, old in zip(files, stored, strict=True):
+            a, b = new.stat(), old.stat()
+            if (a.st_ino, a.st_dev) != (b.st_ino, b.st_dev) or new.name != old.name:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def runs_of_requests(wh: Warehouse, days: dict[str, str]) -> list[tuple[date, date]] | None:
     """The days of `days` (day_inputs of the warehouse now) as runs of consecutive days with
-    at most RUN_REQUESTS requests each in the request_prefix stored under `path` (a larger day
+    at most RUN_REQUESTS requests each in the stored request_prefix (a larger day
     is a run alone). None when one run holds them all, or when a request's start is unknown: it
     belongs to no day, so only one pass over everything computes it."""
     if UNKNOWN_DAY in days:
         return None
-    per_day = rows_by_day(path)
+    per_day = stored_day_rows(wh, VIEW)
     if sum(per_day.values()) <= RUN_REQUESTS:
         return None
     runs: list[tuple[date, date]] = []
@@ -423,28 +496,28 @@ def _keep_segments_of_the_days(con: duckdb.DuckDBPyConnection, days: periods.Per
     # `s.day`, the partition of a segment's part, lets each scan read only its days' parts
     bounds = {"start": days.start, "first": days.first}
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE run_prefixes AS "
-        "SELECT DISTINCT hash(s.chain_hash, q.scope_hash) AS scoped_prefix_hash "
+        "CREATE OR REPLACE TEMP TABLE run_segments AS SELECT s.* "
         "FROM prefix_segments AS s JOIN prefix_requests AS q USING (request_id) "
         "WHERE s.day >= $first AND q.started_at >= $start",
         bounds,
     )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE run_prefixes AS "
+        "SELECT DISTINCT hash(s.chain_hash, q.scope_hash) AS scoped_prefix_hash "
+        "FROM run_segments AS s JOIN prefix_requests AS q USING (request_id)"
+    )
     # `leaves_entry`: where queries/request_prefix.sql (`seg`) gives a row an available entry
-    # that is the end of its prompt or a breakpoint
+    # that is the end of its prompt or a breakpoint. The latest four of a prefix are those
+    # from its fourth latest arrival on (a request holds a prefix once): a top-4 aggregate
+    # and a join cost 0.3 s less than a row_number() window over the 0.9M candidate rows
     con.execute(
         """
-        CREATE OR REPLACE TEMP TABLE run_segments AS
-        SELECT s.*
-        FROM prefix_segments AS s JOIN prefix_requests AS q USING (request_id)
-        WHERE s.day >= $first AND q.started_at >= $start
-        UNION ALL
-        SELECT * EXCLUDE (recency, leaves_entry)
-        FROM (
+        INSERT INTO run_segments
+        WITH horizon AS MATERIALIZED (
             SELECT
                 s.*,
-                row_number() OVER (
-                    PARTITION BY hash(s.chain_hash, q.scope_hash) ORDER BY q.rid_ord DESC
-                ) AS recency,
+                hash(s.chain_hash, q.scope_hash) AS scoped_prefix_hash,
+                q.rid_ord,
                 q.writes_cache AND (
                     s.position = q.segment_count - 1
                     OR coalesce(list_contains(q.cache_breakpoints, s.position), false)
@@ -452,8 +525,15 @@ def _keep_segments_of_the_days(con: duckdb.DuckDBPyConnection, days: periods.Per
             FROM prefix_segments AS s JOIN prefix_requests AS q USING (request_id)
             WHERE s.day < $first AND q.started_at < $start
               AND hash(s.chain_hash, q.scope_hash) IN (SELECT scoped_prefix_hash FROM run_prefixes)
+        ),
+        latest AS (
+            SELECT scoped_prefix_hash, list_min(max(rid_ord, 4)) AS from_order
+            FROM horizon
+            GROUP BY scoped_prefix_hash
         )
-        WHERE recency <= 4 OR leaves_entry
+        SELECT h.* EXCLUDE (scoped_prefix_hash, rid_ord, leaves_entry)
+        FROM horizon AS h JOIN latest AS l USING (scoped_prefix_hash)
+        WHERE h.rid_ord >= l.from_order OR h.leaves_entry
         """,
         bounds,
     )

@@ -87,7 +87,7 @@ def read_options(
     4x larger in memory. The day of a partitioned table is read from the parts when they all
     hold it (`Warehouse.with_day`), else from their folders (hive partitioning: parts written
     before the day was stored), which costs 3x as much to bind."""
-    columns = part_columns(files, con)
+    columns = _columns_of_state(_parts_state(files), con)
     if columns is None:
         options = "union_by_name = true, hive_partitioning = true"
     elif spec.partition_by is not None and spec.partition_by in columns:
@@ -97,6 +97,41 @@ def read_options(
     if spec.partition_by is not None:
         options += f", hive_types = {{{quoted(spec.partition_by)}: DATE}}"
     return options
+
+
+def _parts_state(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:
+    """The parts with their inode, modification time and size: a part written again (ingest
+    replaces a file by renaming a new one onto it) is read again."""
+    state = []
+    for f in files:
+        try:
+            st = Path(f).stat()
+        except OSError:  # part_columns names the part it cannot read
+            state.append((str(f), -1, -1, -1))
+            continue
+        state.append((str(f), st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(state)
+
+
+def _columns_of_state(
+    state: tuple[tuple[str, int, int, int], ...], con: duckdb.DuckDBPyConnection | None
+) -> list[str] | None:
+    """part_columns once per state of the parts in a process: a build opens a session per view
+    and per run of days, and each read every table's footers again (24 reads, 0.3 s, after one
+    new day at 10M requests). A part that cannot be stat'ed is not cached: part_columns names
+    it."""
+    files = [Path(f) for f, *_ in state]
+    if any(ino < 0 for _f, ino, _m, _s in state):
+        return part_columns(files, con)
+    if state not in _COLUMNS_SEEN:
+        if len(_COLUMNS_SEEN) >= 64:
+            _COLUMNS_SEEN.clear()
+        _COLUMNS_SEEN[state] = part_columns(files, con)
+    columns = _COLUMNS_SEEN[state]
+    return None if columns is None else list(columns)
+
+
+_COLUMNS_SEEN: dict[tuple[tuple[str, int, int, int], ...], list[str] | None] = {}
 
 
 def raw_relation(

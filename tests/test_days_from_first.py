@@ -5,12 +5,14 @@ compares every column with a forced full build of the same warehouse."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 from test_days_support import SPLIT, computing, demo_halves, inodes, same_as_full_build
 
-from pipeline import break_days, conversation_days, materialise
+from pipeline import break_days, conversation_days, materialise, prefix_days, sql
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
@@ -59,3 +61,47 @@ def test_days_that_hold_most_of_the_requests_are_computed_in_one_full_build(
     after = inodes(wh, view)
     assert all(after[day].isdisjoint(before[day]) for day in before if before[day])
     same_as_full_build(wh, view)
+
+
+def _recorded(wh: Warehouse, view: str) -> dict[str, int]:
+    recorded = sql.stamp_doc(wh, view)[prefix_days.DAY_ROWS]
+    assert isinstance(recorded, dict)
+    return {str(k): int(v) for k, v in recorded.items()}
+
+
+def _footers(wh: Warehouse, view: str) -> dict[str, int]:
+    counted = prefix_days.rows_by_day(sql.derived_path(wh, view))
+    return {day.isoformat(): rows for day, rows in counted.items() if day is not None}
+
+
+def test_the_stamp_records_each_days_rows_and_a_kept_day_is_not_counted_again(
+    tmp_path: Path, halves: tuple[Path, Path]
+) -> None:
+    early, late = halves
+    wh = Warehouse(tmp_path / "wh")
+    ingest([early], wh, workers=1)
+    materialise.build(wh)
+    views = (prefix_days.VIEW, *sorted(COMPUTING))
+    for view in views:
+        assert _recorded(wh, view) == _footers(wh, view), view
+        assert sum(_recorded(wh, view).values()) == sql.stamp_doc(wh, view)["rows"]
+    # a wrong count for a day the next build keeps shows whether that day is read again
+    stamp = sql.stamp_path(wh, prefix_days.VIEW)
+    doc = json.loads(stamp.read_text())
+    kept = min(doc[prefix_days.DAY_ROWS])
+    doc[prefix_days.DAY_ROWS][kept] += 1000
+    stamp.write_text(json.dumps(doc))
+    ingest([late], wh, workers=1)
+    materialise.build(wh)
+    for view in views:
+        expected = _footers(wh, view)
+        assert any(day >= SPLIT for day in expected)
+        if view == prefix_days.VIEW:
+            expected[kept] += 1000  # linked from the stored day: its files were not read
+        assert _recorded(wh, view) == expected, view
+    # the same day's files copied rather than linked are other files: they are counted
+    out = tmp_path / "copy"
+    shutil.copytree(sql.derived_path(wh, prefix_days.VIEW), out)
+    doc = sql.stamp_doc(wh, prefix_days.VIEW)
+    counted = prefix_days.count_days(out, sql.derived_path(wh, prefix_days.VIEW), doc)
+    assert counted == _footers(wh, prefix_days.VIEW)

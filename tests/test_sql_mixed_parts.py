@@ -83,6 +83,21 @@ def test_a_part_without_a_newer_column_reads_it_as_null_beside_one_with_it(
         assert con.sql("select count(*), count(simulated) from raw_requests").fetchall() == [(2, 1)]
 
 
+def test_the_columns_read_once_in_a_process_are_read_again_when_a_part_changes(
+    tmp_path: Path,
+) -> None:
+    wh = _ingest_two(tmp_path)
+    old, new = sorted((wh / "requests").rglob("*.parquet"))
+    spec = schema.load("requests")
+    assert "union_by_name" not in read_options(spec, [old, new])
+    # an older writer's part put in its place, as ingest replaces files: by renaming
+    table = pq.read_table(old)
+    written = old.with_suffix(".tmp")
+    pq.write_table(table.drop_columns(["simulated"]), written)
+    written.replace(old)
+    assert "union_by_name = true" in read_options(spec, [old, new])
+
+
 def test_a_part_whose_column_changed_type_is_told_apart_by_either_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
