@@ -24,12 +24,21 @@ seeded from the runs before it: one pass over everything outgrew the build's mem
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
+
+import duckdb
 
 from pipeline import period as periods
 from pipeline import prefix_days, sql
 
 VIEW = "conversation_links"
 SEED = "conversation_seed"
+# The stored days, in small row groups sorted so that the lineage starts (no history parent),
+# then the second turns, lie together: the seed's lookups of those filter on these columns,
+# and row groups without such rows are skipped by their statistics instead of decoded. One day
+# after 10M requests: 1.70 -> 1.31 s for the links (and 400 -> 257 MB stored).
+STORED_ORDER = "history_parent IS NOT NULL, second_turn, session_hash IS NOT NULL"
+STORED_ROW_GROUP_ROWS = 16_384
 
 
 def compute_from(job: prefix_days.FromFirstDay) -> bool:
@@ -86,7 +95,14 @@ def _link_days(job: prefix_days.FromFirstDay) -> bool:
             con.sql("SELECT * FROM read_parquet($p)", params={"p": seed}).create_view(
                 SEED, replace=True
             )
-        prefix_days.write_days(con, f"SELECT * FROM {VIEW}", job.out)
+        write_link_days(con, f"SELECT * FROM {VIEW}", job.out)
     finally:
         con.close()
     return True
+
+
+def write_link_days(con: duckdb.DuckDBPyConnection, select: str, out: Path) -> int:
+    """prefix_days.write_days with the order and row groups the seed's lookups skip by."""
+    return prefix_days.write_days(
+        con, select, out, order_by=STORED_ORDER, row_group_rows=STORED_ROW_GROUP_ROWS
+    )

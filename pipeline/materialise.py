@@ -345,7 +345,7 @@ def _write_from_first_day(
         ):
             _remove(tmp)
             tmp.mkdir(parents=True)
-            prefix_days.write_days(session.con(), f"SELECT * FROM {quoted(name)}", tmp)
+            _writer(name)(session.con(), f"SELECT * FROM {quoted(name)}", tmp)
     rows, counted = _finish_days(session.con, name, tmp, days, (path, sql.stamp_doc(wh, name)))
     return rows, {"base": base, "days": days, **counted}
 
@@ -373,12 +373,19 @@ def lay_out_by_day(
             else:
                 sql.create_empty_table(con, name, name)
             out.mkdir(parents=True)
-            prefix_days.write_days(con, f"SELECT * FROM {quoted(name)}", out)
+            _writer(name)(con, f"SELECT * FROM {quoted(name)}", out)
             rows, counted = _finish_days(lambda: con, name, out, days)
     finally:
         con.close()
     base = sql.view_stamp(wh, name, options, state=SPARK_DAYS)
     return rows, {"base": base, "days": days, **counted}
+
+
+def _writer(name: str) -> Callable[[duckdb.DuckDBPyConnection, str, Path], int]:
+    """How view `name` is written by day: conversation_links in the order its seed is read by."""
+    if name == conversation_days.VIEW:
+        return conversation_days.write_link_days
+    return prefix_days.write_days
 
 
 def _finish_days(

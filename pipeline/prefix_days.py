@@ -380,13 +380,25 @@ def runs_of(days: set[str]) -> list[tuple[date, date]]:
     return runs
 
 
-def write_days(con: duckdb.DuckDBPyConnection, select: str, out: Path, params: Any = None) -> int:
-    """Add the rows of `select` (request_prefix rows) under `out`, one folder per day; returns
-    the rows written. No sort: a period read takes whole days, so each file's statistics keep
-    it away from files of other days whatever the order within a day."""
+def write_days(
+    con: duckdb.DuckDBPyConnection,
+    select: str,
+    out: Path,
+    params: Any = None,
+    *,
+    order_by: str | None = None,
+    row_group_rows: int | None = None,
+) -> int:
+    """Add the rows of `select` (rows with a started_at) under `out`, one folder per day;
+    returns the rows written. No sort unless `order_by` (a constant of the caller): a period
+    read takes whole days, so each file's statistics keep it away from files of other days
+    whatever the order within a day. A partitioned write keeps the order within each thread's
+    share of the rows, so a day's file holds a sorted run per thread."""
+    order = f" ORDER BY {order_by}" if order_by else ""
+    groups = f", ROW_GROUP_SIZE {int(row_group_rows)}" if row_group_rows else ""
     written = con.execute(
-        f"COPY (SELECT *, {DAY_OF_ROW} AS {DAY_COLUMN} FROM ({select})) "
-        f"TO '{path_literal(out)}' (FORMAT parquet, COMPRESSION zstd, "
+        f"COPY (SELECT *, {DAY_OF_ROW} AS {DAY_COLUMN} FROM ({select}){order}) "
+        f"TO '{path_literal(out)}' (FORMAT parquet, COMPRESSION zstd{groups}, "
         f"PARTITION_BY ({DAY_COLUMN}), OVERWRITE_OR_IGNORE, FILENAME_PATTERN 'part-{{uuid}}')",
         params,
     ).fetchall()
