@@ -42,6 +42,7 @@ import xxhash
 
 from pipeline import __version__, providers
 from pipeline.errors import InputError, UsageError
+from pipeline.file_state import file_stamp
 from pipeline.ingest_claims import Manifest, claim, new_generation, resolved_path
 from pipeline.ingest_plan import (
     MAX_RECORD_BYTES,
@@ -295,11 +296,6 @@ def warn_unmatched_rules(path: Path, matched: set[int], result: IngestResult) ->
                 f" record of this ingest{note}",
                 file=sys.stderr,
             )
-
-
-def file_stamp(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def changed_under_us(fr: FileResult) -> str | None:

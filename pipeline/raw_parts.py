@@ -13,6 +13,7 @@ import duckdb
 
 from pipeline import compaction, schema
 from pipeline.errors import WarehouseError
+from pipeline.file_state import files_state
 from pipeline.sql_text import one_line, quoted
 
 # from this many Parquet parts on, their footers are read by DuckDB (see same_columns)
@@ -87,7 +88,7 @@ def read_options(
     4x larger in memory. The day of a partitioned table is read from the parts when they all
     hold it (`Warehouse.with_day`), else from their folders (hive partitioning: parts written
     before the day was stored), which costs 3x as much to bind."""
-    columns = _columns_of_state(_parts_state(files), con)
+    columns = _cached_columns(files, con)
     if columns is None:
         options = "union_by_name = true, hive_partitioning = true"
     elif spec.partition_by is not None and spec.partition_by in columns:
@@ -99,29 +100,14 @@ def read_options(
     return options
 
 
-def _parts_state(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:
-    """The parts with their inode, modification time and size: a part written again (ingest
-    replaces a file by renaming a new one onto it) is read again."""
-    state = []
-    for f in files:
-        try:
-            st = Path(f).stat()
-        except OSError:  # part_columns names the part it cannot read
-            state.append((str(f), -1, -1, -1))
-            continue
-        state.append((str(f), st.st_ino, st.st_mtime_ns, st.st_size))
-    return tuple(state)
-
-
-def _columns_of_state(
-    state: tuple[tuple[str, int, int, int], ...], con: duckdb.DuckDBPyConnection | None
-) -> list[str] | None:
-    """part_columns once per state of the parts in a process: a build opens a session per view
-    and per run of days, and each read every table's footers again (24 reads, 0.3 s, after one
-    new day at 10M requests). A part that cannot be stat'ed is not cached: part_columns names
-    it."""
-    files = [Path(f) for f, *_ in state]
-    if any(ino < 0 for _f, ino, _m, _s in state):
+def _cached_columns(files: list[Path], con: duckdb.DuckDBPyConnection | None) -> list[str] | None:
+    """part_columns once per state of the parts in a process (pipeline/file_state.py): a build
+    opens a session per view and per run of days, and each read every table's footers again
+    (24 reads, 0.3 s, after one new day at 10M requests). A part that cannot be stat'ed is not
+    cached: part_columns names it."""
+    try:
+        state = files_state(files)
+    except OSError:
         return part_columns(files, con)
     if state not in _COLUMNS_SEEN:
         if len(_COLUMNS_SEEN) >= 64:

@@ -19,6 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.errors import DataError
+from pipeline.file_state import files_state
 from pipeline.prices import loader, validate
 from pipeline.prices.loader import PriceTables
 from pipeline.prices.resolve import currency_rank
@@ -167,11 +168,10 @@ _SOURCES = (
 )
 
 
-def _files_state(paths: tuple[Any, ...]) -> tuple[tuple[str, int, int], ...]:
-    """The price files read, with their modification time and size: a changed file is read
-    again."""
-    files = [*loader.shipped_files(), *loader.expand(paths)]
-    return tuple((str(f), (st := f.stat()).st_mtime_ns, st.st_size) for f in files)
+def _files_state(paths: tuple[Any, ...]) -> tuple[tuple[str, int, int, int], ...]:
+    """The price files read, with their stamps (pipeline/file_state.py): a changed file is
+    read again."""
+    return files_state([*loader.shipped_files(), *loader.expand(paths)])
 
 
 @functools.lru_cache(maxsize=4)
