@@ -12,6 +12,7 @@ def run() -> None:
     traceback from the interpreter's shutdown."""
     try:
         try:
+            _start_workers_early()
             main = _cli_with_ctrl_c_held()
         except KeyboardInterrupt:
             sys.stderr.write("interrupted\n")
@@ -24,6 +25,19 @@ def run() -> None:
         # caught, and then exits by SIGINT instead of with 130; running code from a string
         # clears that mark.
         exec("None")  # noqa: S102 - a constant, for the reason above
+
+
+def _start_workers_early() -> None:
+    """An ingest that will use worker processes starts their fork server now, so that its
+    imports run beside the CLI's below instead of after them (pipeline/fork_server.py). Its
+    imports, like the CLI's, hold Ctrl-C back (see below); one meanwhile exits with 130."""
+    if sys.argv[1:2] != ["ingest"] or not hasattr(signal, "pthread_sigmask"):
+        return  # no fork server without signal masks (Windows) either
+    from pipeline import ctrl_c
+
+    with ctrl_c.held():
+        from pipeline import fork_server
+    fork_server.start_for_command_line(sys.argv[1:])
 
 
 def _cli_with_ctrl_c_held() -> Callable[[], None]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ import xxhash
 from pipeline import __version__, providers
 from pipeline.errors import InputError, UsageError
 from pipeline.file_state import file_stamp
+from pipeline.fork_server import PARALLEL_MIN_BYTES, worker_count
 from pipeline.ingest_claims import Manifest, claim, new_generation, resolved_path
 from pipeline.ingest_plan import (
     MAX_RECORD_BYTES,
@@ -55,12 +55,9 @@ from pipeline.ingest_plan import (
 from pipeline.ingest_pool import ProgressFn, Run, WorkerPool, remove_stale_scratch, run_inline
 from pipeline.ingest_worker import Options, unreadable_reason
 from pipeline.normalise import SEGMENT_HASHING
-from pipeline.sources import compression_of, detect_format
+from pipeline.sources import detect_format
 from pipeline.sources.capture import redact_excerpt
 from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, key_of
-
-PARALLEL_MIN_BYTES = 8 * 1024 * 1024  # below this, worker start-up costs more than it saves
-COMPRESSION_GUESS = 8  # content bytes per compressed byte, for that decision only
 
 
 @dataclass
@@ -69,16 +66,6 @@ class IngestResult:
 
     def total(self, attr: str) -> int:
         return sum(getattr(f, attr) for f in self.files)
-
-
-def _work_estimate(path: Path) -> int:
-    """Bytes of content a file holds, roughly: a compressed capture holds several times its size
-    (a 5 MB zstd file of 250 MB of traffic must not be ingested on one core)."""
-    try:
-        size = path.stat().st_size if path.is_file() else 0
-        return size * COMPRESSION_GUESS if size and compression_of(path) else size
-    except OSError:
-        return 0
 
 
 def ingest(
@@ -101,9 +88,7 @@ def ingest(
     # Before the warehouse is touched: a missing file, a pipe, or a single file that is not
     # traffic fails the command without creating a directory.
     formats = detect_formats(paths)
-    n_workers = max(1, workers or os.cpu_count() or 1)
-    if sum(_work_estimate(p) for p in paths) < PARALLEL_MIN_BYTES:
-        n_workers = 1  # worker start-up would cost more than it saves
+    n_workers = worker_count(paths, workers, PARALLEL_MIN_BYTES)
     if max_record_bytes < 1:
         raise UsageError("--max-record-bytes must be at least 1")
     options = Options(

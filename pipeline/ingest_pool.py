@@ -6,12 +6,10 @@ whatever the input size. Workers fork from a fork server that imported their mod
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import fcntl
 import gc
-import multiprocessing as mp
 import os
 import queue
 import shutil
@@ -23,8 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline import ctrl_c
+from pipeline import ctrl_c, fork_server
 from pipeline.errors import PipelineError
+from pipeline.fork_server import SCRATCH_PREFIX, scratch_dir
 from pipeline.ingest_plan import FileResult, Task
 from pipeline.ingest_worker import Counts, Options, Worker, unreadable_reason, worker_main
 from pipeline.sources.har import RangeMismatch
@@ -79,17 +78,6 @@ def run_inline(tasks: Iterator[Task], root: str, options: Options, run: Run) -> 
         gc.set_threshold(*thresholds)
 
 
-# Modules a worker needs, imported once in the fork server rather than in every worker.
-# pyarrow.compute: `Array.take` imports it when a part is written (30 ms, once here).
-_WORKER_MODULES = [
-    "pipeline.ingest_worker",
-    "pipeline.sources.capture",
-    "pipeline.sources.har",
-    "pipeline.sources.otlp",
-    "pyarrow.compute",
-]
-
-
 PIPE_BYTES = 1024 * 1024  # Linux's limit for an unprivileged process (fs.pipe-max-size)
 
 
@@ -107,24 +95,7 @@ def _widen_pipe(q: Any) -> None:
         fcntl.fcntl(writer.fileno(), set_size, PIPE_BYTES)
 
 
-# This process's scratch folder in the temporary directory: the spill files of decompressed
-# lines (`WorkerPool._spill`) and multiprocessing's own folder (the fork server's socket) live
-# in it.
-# Its name carries the owning pid, so the next ingest removes the folders of killed ingests
-# (`remove_stale_scratch`), and only those: ours, of processes that are gone.
-SCRATCH_PREFIX = "cacheaudit-ingest-"
-SOCKET_FOLDER_MAX = 80  # + "/listener-xxxxxxxx" stays within a Unix socket address
 LEGACY_SCRATCH_AGE_S = 24 * 3600  # folders named before they carried a pid: this old, removed
-_scratch: str | None = None
-
-
-def scratch_dir() -> str:
-    """This process's scratch folder, made on first use and removed when the process exits."""
-    global _scratch
-    if _scratch is None or not Path(_scratch).is_dir():
-        _scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
-        atexit.register(shutil.rmtree, _scratch, True)
-    return _scratch
 
 
 def _pid_alive(pid: int) -> bool:
@@ -161,29 +132,6 @@ def remove_stale_scratch() -> int:
     return removed
 
 
-def _start_forkserver_without_ctrl_c() -> None:
-    """Start the fork server (if it is not running) with SIGINT blocked. It imports the
-    workers' modules before it ignores SIGINT itself, so a Ctrl-C in that first second killed
-    it and the workers could not start ("can only join a started process"). A blocked signal
-    stays blocked in it and in the workers it forks: a Ctrl-C reaches the ingest process alone,
-    which stops them, and one that came meanwhile is delivered here when unblocked."""
-    if threading.current_thread() is not threading.main_thread():
-        return  # the mask is per thread; starting from the worker thread is as before
-    from multiprocessing import forkserver
-
-    # multiprocessing's folder (it holds the fork server's socket) inside ours, so that a
-    # killed ingest leaves no `pymp-*` folder of its own that nothing removes.
-    # Not when the socket's path would pass the 107 bytes a Unix socket address may have.
-    config = getattr(mp.current_process(), "_config", None)
-    if isinstance(config, dict) and "tempdir" not in config:
-        with contextlib.suppress(OSError):
-            folder = scratch_dir()
-            if len(os.fsencode(folder)) <= SOCKET_FOLDER_MAX:
-                config["tempdir"] = folder
-    with ctrl_c.held():
-        forkserver.ensure_running()
-
-
 def _put_without_ctrl_c(q: Any, item: object, timeout: float) -> None:
     """`q.put` with SIGINT blocked: a Ctrl-C raised inside it, between the queue taking its
     lock and the block that releases it, left the lock held, and the queue's exit-time
@@ -201,8 +149,7 @@ class WorkerPool:
     (a fresh interpreter importing pyarrow, ~0.4 s) overlaps that work instead of following it."""
 
     def __init__(self, root: str, options: Options, n_workers: int) -> None:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(_WORKER_MODULES)
+        ctx = fork_server.context()
         self.n_workers = n_workers
         self.task_q: Any = ctx.Queue(maxsize=n_workers)
         _widen_pipe(self.task_q)
@@ -233,7 +180,7 @@ class WorkerPool:
         """Start the workers, in the background. Separate from creating the pool so that the
         caller holds it, to `close` it, before any process exists: a Ctrl-C in between left a
         worker starting after the ingest had exited, and it failed with a traceback."""
-        _start_forkserver_without_ctrl_c()
+        fork_server.start()
         self.starter.start()
 
     def _start(self) -> None:
