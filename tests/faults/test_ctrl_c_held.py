@@ -3,7 +3,10 @@ left with SIGINT blocked ignores every later Ctrl-C, and so do the processes it 
 
 from __future__ import annotations
 
+import os
 import signal
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -38,3 +41,25 @@ def test_a_ctrl_c_raised_as_sigint_is_blocked_leaves_it_unblocked(
         pass
     monkeypatch.undo()
     assert not _blocked()
+
+
+def test_a_ctrl_c_another_thread_receives_inside_the_block_is_raised_after_it() -> None:
+    # A terminal's Ctrl-C goes to the process, and the kernel gives it to a thread that does
+    # not block SIGINT (here the sleeper; in an ingest, pyarrow's or DuckDB's threads): Python
+    # then raises it in the main thread at once, inside the block, unless the block holds it.
+    sleeper = threading.Thread(target=time.sleep, args=(2,), daemon=True)
+    sleeper.start()
+    steps: list[str] = []
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), ctrl_c.held():
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 0.3  # Python code long enough for it to be handled
+            while time.monotonic() < deadline:
+                pass
+            steps.append("block ran to its end")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert steps == ["block ran to its end"]
+    assert not _blocked()
+    assert signal.getsignal(signal.SIGINT) is previous
