@@ -38,6 +38,17 @@ def _interrupted() -> None:
         err("interrupted")
 
 
+def _is_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` is a Ctrl-C: KeyboardInterrupt, or what DuckDB raises in its place when one
+    stops a query (it takes the KeyboardInterrupt and raises RuntimeError("Query interrupted"),
+    or InterruptException). Told apart by the exact message: a Ctrl-C is never "a bug"."""
+    import duckdb  # imported with the CLI already (pipeline/__main__.py)
+
+    return isinstance(exc, KeyboardInterrupt | duckdb.InterruptException) or (
+        type(exc) is RuntimeError and str(exc) == "Query interrupted"
+    )
+
+
 class _Group(TyperGroup):
     """Every command writes its data to stdout through `to_stdout`, so `cacheaudit ... | head`
     exits 0 whichever command it is (click exits 1 when the reader stops early)."""
@@ -59,6 +70,11 @@ class _Group(TyperGroup):
             # Typer takes an EOFError for Ctrl-D at a prompt ("Aborted.", exit 1); no command
             # prompts, so one escaping is a bug and must say so.
             raise RuntimeError(f"unexpected end of input: {exc}") from exc
+        except Exception as exc:
+            if not _is_interrupt(exc):
+                raise
+            _interrupted()  # a query that a Ctrl-C stopped: as above
+            raise typer.Exit(130) from None
 
 
 app = typer.Typer(
@@ -341,6 +357,9 @@ def main() -> None:
         _interrupted()
         sys.exit(130)
     except Exception as exc:
+        if _is_interrupt(exc):
+            _interrupted()
+            sys.exit(130)
         if os.environ.get("CACHEAUDIT_DEBUG"):
             raise
         if isinstance(exc, OSError) and exc.filename:

@@ -69,7 +69,14 @@ def _before_our_code(returncode: int, stderr: str) -> bool:
 def _interrupt(args: list[str], env: dict[str, str], after: float) -> tuple[int, str]:
     # Its own process group, signalled as a whole: what a terminal does on Ctrl-C.
     proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        # SIGINT's default action, as at a terminal: a test run started in the background of
+        # a shell inherits it ignored, and every Ctrl-C here would then pass unseen.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(after)
     os.killpg(proc.pid, signal.SIGINT)
