@@ -43,7 +43,7 @@ if sys.argv[1] == "ingest":
     r = ingest([Path(sys.argv[3])], wh)
     print("records", r.total("records"))
 else:
-    from pipeline import materialise, sql
+    from pipeline import derived, materialise, sql
     for b in materialise.build(wh):
         print("built", b.name, b.rows)
 print("work_s", time.perf_counter() - t)
@@ -108,7 +108,7 @@ def step(code: str, *args: str) -> dict[str, Any]:
 
 def compare(duck_root: Path, spark_root: Path) -> dict[str, Any]:
     """Headline numbers and derived row counts from both warehouses, read by DuckDB."""
-    from pipeline import sql
+    from pipeline import derived, sql
     from pipeline.warehouse import Warehouse
 
     out: dict[str, Any] = {}
@@ -116,8 +116,8 @@ def compare(duck_root: Path, spark_root: Path) -> dict[str, Any]:
         con = sql.connect(Warehouse(root))
         head = con.sql("SELECT requests, input_tokens, cache_read_tokens FROM headline")
         rows = {"headline": list(head.fetchall()[0])}
-        for name in sql.MATERIALISED:
-            path = sql.derived_path(Warehouse(root), name)
+        for name in derived.MATERIALISED:
+            path = derived.derived_path(Warehouse(root), name)
             pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
             count = con.sql("SELECT count(*) FROM read_parquet($p)", params={"p": pattern})
             rows[name] = count.fetchall()[0][0]

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline import day_folders, derived, prefix_days, sql
 from pipeline import period as periods
-from pipeline import prefix_days, sql
 
 VIEW = "cache_breaks"
 # what the breaks of a request read beside the raw tables: stored by this build before them
@@ -41,8 +41,8 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
     """Write cache_breaks under `job.out` (a new folder): the days from `job.first` on
     computed, the earlier ones linked from the stored days. False when a full build is the
     faster or the stored views it reads are not current (the caller removes `job.out`)."""
-    links = sql.derived_path(job.wh, READS_STORED[1])
-    total, to_compute = prefix_days.stored_rows(job.wh, READS_STORED[1], job.first)
+    links = derived.derived_path(job.wh, READS_STORED[1])
+    total, to_compute = day_folders.stored_rows(job.wh, READS_STORED[1], job.first)
     if not job.keep_days_before(total, to_compute):
         return False
     if not to_compute:
@@ -55,7 +55,7 @@ def compute_in_runs(job: prefix_days.FromFirstDay, runs: list[tuple[date, date]]
     (prefix_days.runs_of_requests) at a time, each in a period session from the earliest
     parent of its requests. False when the stored views it reads are not current (the caller
     removes `job.out`)."""
-    links = sql.derived_path(job.wh, READS_STORED[1])
+    links = derived.derived_path(job.wh, READS_STORED[1])
     job.out.mkdir(parents=True)
     return all(_break_days(job.run(first, last), links) for first, last in runs)
 
@@ -95,7 +95,7 @@ def _parents_from(job: prefix_days.FromFirstDay, links: Path) -> date | None:
     """The earliest day among the parents of the requests of the days `job.first` to
     `job.last`: the day their arrival order holds, read from those days' stored links alone.
     (Looking their ids up among every stored request took 0.5 s on 10M requests.)"""
-    files = [str(f) for f in prefix_days.stored_files_from(links, job.first, job.last)]
+    files = [str(f) for f in day_folders.stored_files_from(links, job.first, job.last)]
     if not files:
         return None
     con = duckdb.connect()

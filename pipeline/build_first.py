@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 import duckdb
 
-from pipeline import materialise, sql
+from pipeline import materialise, sql, sql_catalog
 from pipeline.errors import PipelineError, WarehouseBusy
 from pipeline.warehouse import Warehouse
 
@@ -39,7 +39,7 @@ def stale_views(wh: Warehouse, names: Iterable[str], options: sql.SqlOptions) ->
     """The stored views that reading `names` needs and that are missing or stale."""
     if not wh.exists():  # nothing ingested yet: the views are empty, nothing to store
         return []
-    order = materialise.materialised_order(names, sql.load_queries())
+    order = materialise.materialised_order(names, sql_catalog.load_queries())
     if not order or materialise.nothing_to_build(wh, order, options, force=False) is not None:
         return []
     return order
@@ -93,9 +93,9 @@ def store_stale_views(
 def views_read_by(statement: str) -> set[str]:
     """The views of queries/ a user's SQL reads: the tables DuckDB's parser finds in each
     statement (a name in a string or a comment is none); where it finds them only by binding
-    and that fails, every view named as a word (`sql.views_named_in`); none for a statement
+    and that fails, every view named as a word (`sql_catalog.views_named_in`); none for a statement
     that reads the catalog, or that does not parse (the run reports it, nothing to build)."""
-    queries = sql.load_queries()
+    queries = sql_catalog.load_queries()
     try:
         found: set[str] = set()
         for part in duckdb.extract_statements(statement):
@@ -103,7 +103,7 @@ def views_read_by(statement: str) -> set[str]:
     except duckdb.ParserException:
         return set()
     except duckdb.Error:
-        return sql.views_named_in(statement) or set()
+        return sql_catalog.views_named_in(statement) or set()
     return {name.lower() for name in found} & queries.keys()
 
 

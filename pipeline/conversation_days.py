@@ -28,8 +28,8 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline import day_folders, prefix_days, sql
 from pipeline import period as periods
-from pipeline import prefix_days, sql
 
 VIEW = "conversation_links"
 SEED = "conversation_seed"
@@ -46,7 +46,7 @@ def compute_from(job: prefix_days.FromFirstDay) -> bool:
     """Write conversation_links under `job.out` (a new folder): the days from `job.first` on
     computed from the stored days before them, those linked. False when a full build is the
     faster or request_prefix is not stored and current (the caller removes `job.out`)."""
-    total, to_compute = prefix_days.stored_rows(job.wh, prefix_days.VIEW, job.first)
+    total, to_compute = day_folders.stored_rows(job.wh, prefix_days.VIEW, job.first)
     if not job.keep_days_before(total, to_compute):
         return False
     if not to_compute:
@@ -91,7 +91,7 @@ def _link_days(job: prefix_days.FromFirstDay) -> bool:
             {"start": days.start, "end": days.end},
         )
         con.sql("SELECT * FROM run_prefix").create_view(prefix_days.VIEW, replace=True)
-        seed = prefix_days.stored_files_before(job.stored_path, job.first, job.new_days)
+        seed = day_folders.stored_files_before(job.stored_path, job.first, job.new_days)
         if seed:
             con.sql("SELECT * FROM read_parquet($p)", params={"p": seed}).create_view(
                 SEED, replace=True

@@ -51,10 +51,10 @@ def select(
 ) -> duckdb.DuckDBPyRelation:
     """The findings of the breaks in [since, until), of one agent: grouped again over those
     breaks only (queries/params/findings_between.sql), so their money is the period's."""
-    from pipeline import sql as sqlmod
+    from pipeline import sql_catalog
 
     params = {"since": since, "until": until, "agent": agent}
-    return con.sql(sqlmod.param_query_sql("findings_between"), params=params)
+    return con.sql(sql_catalog.param_query_sql("findings_between"), params=params)
 
 
 def period_of(wh: Warehouse, since: datetime | None, until: datetime | None) -> Period | None:

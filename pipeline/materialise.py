@@ -1,6 +1,6 @@
-"""`cacheaudit build`: compute the heavy views of `sql.MATERIALISED` and store them.
+"""`cacheaudit build`: compute the heavy views of `derived.MATERIALISED` and store them.
 
-Each stale view (its stamp, `sql.view_stamp`, differs from the one stored beside it) is written
+Each stale view (its stamp, `derived.view_stamp`, differs from the one stored beside it) is written
 to `<warehouse>/derived/<view>.parquet` with its stamp, under the warehouse lock held shared, so
 that no ingest lands between the rows read and the stamp stored; `sql.connect` then reads the
 stored rows while the stamp matches. Each is stored as one folder per day. After an ingest,
@@ -9,8 +9,8 @@ and cache_breaks the days from the first of those on (pipeline/conversation_days
 pipeline/break_days.py); a full build of request_prefix goes one group of cache scopes at a
 time on large warehouses (pipeline/prefix_groups.py).
 The days that many small sources split into many parts are copied into one file first
-(pipeline/compaction.py). pipeline/sql.py says what a stamp digests and how sessions read the
-stored views.
+(pipeline/compaction.py). pipeline/derived.py says what a stamp digests and pipeline/sql.py how
+sessions read the stored views.
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ from pipeline import (
     break_days,
     compaction,
     conversation_days,
+    day_folders,
+    derived,
     prefix_days,
     prefix_groups,
     raw_parts,
     schema,
     sql,
+    sql_catalog,
 )
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql_text import one_line, path_literal, quoted
@@ -66,11 +69,15 @@ class BuildResult:
     seconds: float
 
 
-def materialised_order(names: Iterable[str] | None, queries: dict[str, sql.Query]) -> list[str]:
-    """The stored views a build of `names` (default: all of sql.MATERIALISED) writes, with those
+def materialised_order(
+    names: Iterable[str] | None, queries: dict[str, sql_catalog.Query]
+) -> list[str]:
+    """The stored views a build of `names` (default: all of derived.MATERIALISED) writes, with those
     they read, in creation order."""
-    targets = sql.needed(names if names is not None else sql.MATERIALISED, queries)
-    return [n for n in sql.creation_order(queries) if n in targets and n in sql.MATERIALISED]
+    targets = sql_catalog.needed(names if names is not None else derived.MATERIALISED, queries)
+    return [
+        n for n in sql_catalog.creation_order(queries) if n in targets and n in derived.MATERIALISED
+    ]
 
 
 def nothing_to_build(
@@ -81,8 +88,11 @@ def nothing_to_build(
     (which needs a writable warehouse, and waits for an ingest)."""
     if force or not wh.exists():
         return None
-    state = sql.warehouse_state(wh)
-    if any(sql.stored_stamp(wh, n) != sql.view_stamp(wh, n, options, state=state) for n in order):
+    state = derived.warehouse_state(wh)
+    if any(
+        derived.stored_stamp(wh, n) != derived.view_stamp(wh, n, options, state=state)
+        for n in order
+    ):
         return None
     return [BuildResult(name, False, -1, 0.0) for name in order]
 
@@ -90,7 +100,7 @@ def nothing_to_build(
 def stored_views_current(wh: Warehouse, options: sql.SqlOptions | None = None) -> bool:
     """Whether `build` stored every materialised view since the last ingest: period reads
     then take conversations, breaks and expected reads from the whole history."""
-    order = materialised_order(None, sql.load_queries())
+    order = materialised_order(None, sql_catalog.load_queries())
     return nothing_to_build(wh, order, options or sql.SqlOptions(), force=False) is not None
 
 
@@ -115,14 +125,14 @@ def build(
     for a running ingest, and an ingest for a running build; without `wait`, a running ingest
     raises WarehouseBusy instead."""
     options = options or sql.SqlOptions()
-    queries = sql.load_queries()
-    targets = sql.needed(names if names is not None else sql.MATERIALISED, queries)
+    queries = sql_catalog.load_queries()
+    targets = sql_catalog.needed(names if names is not None else derived.MATERIALISED, queries)
     order = materialised_order(names, queries)
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
     if (reused := nothing_to_build(wh, order, options, force)) is not None:
         return reused
-    out_dir = wh.root / sql.DERIVED_DIR
+    out_dir = wh.root / derived.DERIVED_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def waiting() -> None:
@@ -144,9 +154,9 @@ def _build_locked(
 ) -> list[BuildResult]:
     # The stamps come from the state taken before the connection lists the Parquet parts:
     # even without the lock, a stamp could then only be older than the rows, never newer.
-    state = sql.warehouse_state(wh)
-    stamps = {name: sql.view_stamp(wh, name, options, state=state) for name in order}
-    out_dir = wh.root / sql.DERIVED_DIR
+    state = derived.warehouse_state(wh)
+    stamps = {name: derived.view_stamp(wh, name, options, state=state) for name in order}
+    out_dir = wh.root / derived.DERIVED_DIR
     _compact(wh, out_dir, progress)  # first: the views below then read the copies
     session = _Session(wh, options, force, targets, out_dir / ".spill")
     try:
@@ -207,11 +217,11 @@ def _build_views(
     prefix_since: tuple[dict[str, str], set[str]] | None = None
     for name in order:
         stamp = stamps[name]
-        if not force and sql.stored_stamp(wh, name) == stamp:
+        if not force and derived.stored_stamp(wh, name) == stamp:
             results.append(BuildResult(name, False, -1, 0.0))
             continue
         start = time.perf_counter()
-        path = sql.derived_path(wh, name)
+        path = derived.derived_path(wh, name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         extra: dict[str, object] = {}
         with _removed_on_failure(tmp, f"building {name}"):
@@ -230,15 +240,15 @@ def _build_views(
             # one step; a file replacing a file is. The stamp goes first: a build that dies
             # while the old folder is half removed leaves no stamp, so nothing reads or links
             # what is left of it, and the next build computes every day
-            sql.stamp_path(wh, name).unlink(missing_ok=True)
+            derived.stamp_path(wh, name).unlink(missing_ok=True)
             _remove(path)
         tmp.replace(path)
-        stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
+        stamp_tmp = derived.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
         stamp_tmp.write_text(
             json.dumps({"view": name, "stamp": stamp, "rows": rows, **extra}, indent=1),
             encoding="utf-8",
         )
-        stamp_tmp.replace(sql.stamp_path(wh, name))
+        stamp_tmp.replace(derived.stamp_path(wh, name))
         # later views read the stored result instead of recomputing this one
         session.stored(name, path)
         results.append(BuildResult(name, True, rows, time.perf_counter() - start))
@@ -281,11 +291,11 @@ def _write_by_day(
     computed again when the stored days allow it, else every day (pipeline/prefix_days.py).
     Returns the rows, what the stamp records of the days, and (the stored days' digests, the
     days computed) when the other days were kept."""
-    path = sql.derived_path(wh, prefix_days.VIEW)
+    path = derived.derived_path(wh, prefix_days.VIEW)
     spill = path.parent / ".spill"
     base = prefix_days.base_stamp(wh, options)
     days = prefix_days.day_inputs(wh)
-    stored = sql.stamp_doc(wh, prefix_days.VIEW)
+    stored = derived.stamp_doc(wh, prefix_days.VIEW)
     old = None if force else prefix_days.stored_days(stored, base, path)
     todo = None
     if old is not None:
@@ -318,14 +328,14 @@ def _write_from_first_day(
     """conversation_links or cache_breaks as one folder per day under `tmp`: from the first
     day request_prefix computed again when it kept the others and the stored rows are of the
     same days, else every day (FROM_FIRST_DAY). Returns the rows and what the stamp records."""
-    path = sql.derived_path(wh, name)
+    path = derived.derived_path(wh, name)
     spill = path.parent / ".spill"
-    base = sql.view_stamp(wh, name, options, state="per-day")
+    base = derived.view_stamp(wh, name, options, state="per-day")
     days = prefix_days.day_inputs(wh)
     first = None
     if prefix_since is not None:
         old, todo = prefix_since
-        if prefix_days.stored_days(sql.stamp_doc(wh, name), base, path) == old:
+        if prefix_days.stored_days(derived.stamp_doc(wh, name), base, path) == old:
             # a day gone from the warehouse changed too: later days may have linked to it
             first = prefix_days.first_changed_day(todo | (old.keys() - days.keys()), days)
 
@@ -346,7 +356,7 @@ def _write_from_first_day(
             _remove(tmp)
             tmp.mkdir(parents=True)
             _writer(name)(session.con(), f"SELECT * FROM {quoted(name)}", tmp)
-    rows, counted = _finish_days(session.con, name, tmp, days, (path, sql.stamp_doc(wh, name)))
+    rows, counted = _finish_days(session.con, name, tmp, days, (path, derived.stamp_doc(wh, name)))
     return rows, {"base": base, "days": days, **counted}
 
 
@@ -366,7 +376,7 @@ def lay_out_by_day(
     try:
         with _removed_on_failure(out, f"storing {name} by day"):
             con.execute("SET TimeZone = 'UTC'")
-            _limit_build_memory(con, sql.derived_path(wh, name).parent / ".spill")
+            _limit_build_memory(con, derived.derived_path(wh, name).parent / ".spill")
             files = sorted(str(p) for p in parts.rglob("*.parquet"))
             if files:
                 con.sql("SELECT * FROM read_parquet($p)", params={"p": files}).create_view(name)
@@ -377,7 +387,7 @@ def lay_out_by_day(
             rows, counted = _finish_days(lambda: con, name, out, days)
     finally:
         con.close()
-    base = sql.view_stamp(wh, name, options, state=SPARK_DAYS)
+    base = derived.view_stamp(wh, name, options, state=SPARK_DAYS)
     return rows, {"base": base, "days": days, **counted}
 
 
@@ -406,8 +416,8 @@ def _finish_days(
             f"TO '{path_literal(tmp / 'empty.parquet')}' (FORMAT parquet)"
         )
     path, doc = stored if stored is not None else (tmp, {})
-    per_folder = prefix_days.count_days(tmp, path, doc)
-    return sum(per_folder.values()), {prefix_days.DAY_ROWS: per_folder}
+    per_folder = day_folders.count_days(tmp, path, doc)
+    return sum(per_folder.values()), {day_folders.DAY_ROWS: per_folder}
 
 
 @contextmanager

@@ -59,9 +59,9 @@ def write_in_groups(
     """Write request_prefix under the directory `out`, one group of scopes at a time, each
     adding its rows to the folders of their days; returns the rows written."""
     # materialise imports this module at its top: the other way round only here
-    from pipeline import sql
+    from pipeline import sql, sql_catalog
 
-    queries = sql.load_queries()
+    queries = sql_catalog.load_queries()
     work = out.with_name(out.name + ".work")
     shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True)
@@ -69,7 +69,7 @@ def write_in_groups(
     try:
         for stage, grouped in zip(STAGES, GROUP_QUERIES, strict=True):
             _say(progress, f"{GROUPED_VIEW}: writing {stage} in {groups} groups of cache scopes")
-            rel = con.sql(sql.param_query_sql(grouped), params={"groups": groups})
+            rel = con.sql(sql_catalog.param_query_sql(grouped), params={"groups": groups})
             rel.write_parquet(str(work / stage), partition_by=[GROUP_COLUMN], compression="zstd")
             # later stages read the stored rows, not the query again
             sql.view_from_parquet(con, stage, work / stage)

@@ -3,72 +3,44 @@
 Base relations `raw_<table>` read the Parquet parts (pipeline/raw_parts.py), a day held in
 many small parts from the copy `build` made of it (pipeline/compaction.py). A table
 with no files yet is an empty relation typed from its schema, so every view and query works on
-an empty warehouse. Each `queries/<name>.sql` becomes view `<name>`; its header names its inputs
-(`-- inputs: a, b`, or `none`), which orders creation. Values are always bound as parameters.
-
-Materialised views. The heavy views in `MATERIALISED` can be computed once and stored as
-`<warehouse>/derived/<view>.parquet` (a file, or a directory of part files) next to
-`<warehouse>/derived/<view>.stamp.json`, whose `stamp` is `view_stamp(...)`: a digest of the
-query text of the view and of everything it reads (transitively), of the warehouse's rows
-(`warehouse_state`: every manifest file's bytes, which each ingest of a source writes anew with
-its `ingested_at`, and the name and size of every visible part) and of the files of the data
-tables it reads (the cache rules; the price tables). `connect` reads a derived file instead of
-recomputing the view while its stamp matches, and silently recomputes otherwise;
-`materialise.build` (the `cacheaudit build` command) writes them, holding the warehouse lock
-shared so that no ingest lands between the rows it reads and the stamp it stores. Any engine
-may write derived views, as long as it writes the same two files.
+an empty warehouse. Each `queries/<name>.sql` becomes view `<name>`, in the order their headers
+give (pipeline/sql_catalog.py). Values are always bound as parameters. A heavy view that `build`
+stored is read from its Parquet while its stamp is current (pipeline/derived.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import os
-import re
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import cache
-from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, resources, schema
-from pipeline.errors import NotFoundError, QueryError
+from pipeline import compaction, schema
+from pipeline.derived import MATERIALISED, fresh_derived, warehouse_state
+from pipeline.errors import QueryError
 from pipeline.period import Period, margin_days, parts_within, stored_files
 from pipeline.raw_parts import raw_relation
+from pipeline.sql_catalog import Query, creation_order, load_queries, needed, views_named_in
+
+# re-exported: every command builds its session's options as sql.SqlOptions
+from pipeline.sql_catalog import SqlOptions as SqlOptions
 from pipeline.sql_run import run as run  # re-exported: every command runs its queries as sql.run
 from pipeline.sql_text import one_line, quoted, strip_final_semicolon
 from pipeline.warehouse import TABLES, Warehouse, stem_of
-
-QUERY_DIR = resources.folder("queries")
-_HEADER = re.compile(r"^--\s*(inputs|output)\s*:\s*(.+)$", re.MULTILINE)
-
-
-@dataclass(frozen=True, slots=True)
-class SqlOptions:
-    """What a session needs beyond the warehouse: user price and cache-rule files."""
-
-    prices_paths: tuple[Path, ...] = ()
-    rules_paths: tuple[Path, ...] = ()
-
 
 # Modules that register data tables (not SQL) before the views are created. Each exposes
 # `register(con, options)`; their data comes from files, bound through DuckDB's Python API.
 TABLE_PROVIDERS = ("pipeline.prices.tables", "pipeline.cache_rules")
 
-# Views worth storing: each reads millions of segment rows or joins them (see bench/views.py).
-MATERIALISED = ("request_prefix", "conversation_links", "cache_breaks")
-# Of those, the ones a period session computes from its own rows over the lookback margin
-# (a rule's lookback can outlast its lifetime); cache_breaks reads them and looks back no
-# further than a cache lifetime
+# Of the stored views (derived.MATERIALISED), the ones a period session computes from its own
+# rows over the lookback margin (a rule's lookback can outlast its lifetime); cache_breaks reads
+# them and looks back no further than a cache lifetime
 LOOKING_BACK = ("request_prefix", "conversation_links")
-DERIVED_DIR = "derived"
 # A temp table of each `connect` session: the views it reads from stored Parquet.
 STORED_VIEWS_TABLE = "cacheaudit_stored_views"
-STAMP_VERSION = "2"
 # A build caps DuckDB's memory and spills to <warehouse>/derived/.spill beyond it: the window
 # over every segment is larger than memory on big warehouses (bench/views.py: 1M requests).
 BUILD_MEMORY_LIMIT_BYTES = 3 * 1024**3
@@ -76,55 +48,6 @@ BUILD_MEMORY_LIMIT_BYTES = 3 * 1024**3
 # 500,000 requests at 1.2 GB resident in 6 s, where 3 GiB let it grow to 1.9 GB for the same
 # time (bench/history.py); past it DuckDB spills.
 PERIOD_MEMORY_LIMIT_BYTES = 1024**3
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    name: str
-    path: Path
-    sql: str
-    inputs: tuple[str, ...]
-
-
-@cache
-def load_queries() -> dict[str, Query]:
-    queries: dict[str, Query] = {}
-    for path in sorted(QUERY_DIR.glob("*.sql")):
-        text = path.read_text(encoding="utf-8")
-        inputs: tuple[str, ...] = ()
-        for key, value in _HEADER.findall(text):
-            if key == "inputs":  # `-- inputs: none`: a view that reads nothing
-                inputs = tuple(v.strip() for v in value.split(",") if v.strip() not in ("", "none"))
-        queries[path.stem] = Query(path.stem, path, text, inputs)
-    return queries
-
-
-def query_sql(name: str) -> str:
-    """The text of `queries/<name>.sql`, for callers that run a named query directly."""
-    try:
-        return load_queries()[name].sql
-    except KeyError:
-        raise NotFoundError(f"no query named {name!r}", hint=f"see {QUERY_DIR}") from None
-
-
-def param_query_sql(name: str) -> str:
-    """The text of `queries/params/<name>.sql`: a query run with bound parameters (`$name`), so
-    not a view; it reads the views its header names as inputs."""
-    path = QUERY_DIR / "params" / f"{name}.sql"
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(
-            f"no parameterised query named {name!r}", hint=f"see {path.parent}"
-        ) from None
-
-
-def creation_order(queries: dict[str, Query]) -> list[str]:
-    graph = {q.name: {i for i in q.inputs if i in queries} for q in queries.values()}
-    try:
-        return list(TopologicalSorter(graph).static_order())
-    except CycleError as exc:
-        raise QueryError(f"queries/ has a dependency cycle: {exc.args[1]}") from exc
 
 
 def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
@@ -140,44 +63,6 @@ def create_empty_table(con: duckdb.DuckDBPyConnection, name: str, table: str) ->
     that has no file yet still has its columns."""
     cols = ", ".join(f"{quoted(c.name)} {c.type}" for c in schema.load(table).columns)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted(name)} ({cols})")
-
-
-def needed(names: Iterable[str], queries: dict[str, Query] | None = None) -> set[str]:
-    """The queries `names` read, transitively, themselves included."""
-    queries = queries if queries is not None else load_queries()
-    out: set[str] = set()
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        if name in out or name not in queries:
-            continue
-        out.add(name)
-        todo.extend(queries[name].inputs)
-    return out
-
-
-# Words that make a statement read the catalog (list views, describe them) rather than name the
-# views it reads: such a statement gets every view, as `cacheaudit views` does.
-_CATALOG_WORDS = re.compile(
-    r"\b(?:information_schema|duckdb_\w+|pg_\w+|sqlite_master|show|describe|summarize|pragma\w*)\b",
-    re.IGNORECASE,
-)
-
-
-def views_named_in(text: str, queries: dict[str, Query] | None = None) -> set[str] | None:
-    """The views of queries/ that a user's SQL names (as a word, any case), or None for all.
-
-    Creating a view makes DuckDB bind it, and a deep view binds everything under it: registering
-    all of queries/ took 3.6 s on a 1 GB warehouse, most of the latency of `cacheaudit sql`,
-    when the usual query reads one or two views (0.2 s). A word match can only over-match (a
-    view name inside a string or a column alias creates that view for nothing); a statement
-    that reads the catalog gets every view. `connect(only=...)` adds what the named views read.
-    """
-    if _CATALOG_WORDS.search(text):
-        return None
-    queries = queries if queries is not None else load_queries()
-    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}
-    return {name for name in queries if name in words}
 
 
 def connect(
@@ -314,126 +199,6 @@ def view_from_parquet(
             params={"p": files, "start": days.start, "end": days.end},
         )
     rel.create_view(name, replace=True)
-
-
-# --- materialised views -------------------------------------------------------------------
-
-
-def derived_path(wh: Warehouse, name: str) -> Path:
-    return wh.root / DERIVED_DIR / f"{name}.parquet"
-
-
-def stamp_path(wh: Warehouse, name: str) -> Path:
-    return wh.root / DERIVED_DIR / f"{name}.stamp.json"
-
-
-# the data table the cache rules are registered as; every other data table is a price table
-RULES_TABLE = "cache_rules"
-
-
-def data_files(options: SqlOptions, *, rules: bool = True, prices: bool = True) -> list[Path]:
-    """The files the data tables are read from: the cache rules' and the price tables'."""
-    from pipeline import cache_rules
-
-    files = list(cache_rules.all_paths(options)) if rules else []
-    if not prices:
-        return files
-    price_dir = Path(__file__).resolve().parent / "prices" / "data"
-    extra = [price_dir, *options.prices_paths]
-    for p in extra:
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.is_file()))
-        elif p.is_file():
-            files.append(p)
-    return files
-
-
-def warehouse_state(wh: Warehouse, files: dict[str, list[Path]] | None = None) -> str:
-    """Digest of the rows readers see: what a stored view's stamp says it was computed from.
-
-    A source's parts become visible with its manifest file and go with it, and every ingest of a
-    source writes that file anew with its own `ingested_at`, also a --force re-ingest, which
-    rewrites the rows under the same key (the key alone does not change, so a stamp built from keys
-    would miss it). So the bytes of every manifest file change whenever rows do; the name and size
-    of every visible part are added for parts removed or replaced by other means. No mtimes: a
-    copied warehouse keeps its stored views. `files`: the `Warehouse.snapshot` the caller reads,
-    when it has one."""
-    digest = hashlib.sha256(b"warehouse\n")
-    files = files if files is not None else wh.snapshot(TABLES)
-    for path in files["sources"]:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            continue  # removed meanwhile (an ingest replacing it): the digest differs anyway
-        digest.update(f"manifest {stem_of(path)} {len(data)}\n".encode())
-        digest.update(data)
-    for table in TABLES:
-        if table == "sources":
-            continue
-        for path in files[table]:
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            digest.update(f"part {path.relative_to(wh.root).as_posix()} {size}\n".encode())
-    return digest.hexdigest()
-
-
-def view_stamp(
-    wh: Warehouse, name: str, options: SqlOptions | None = None, *, state: str | None = None
-) -> str:
-    """Digest of everything view `name` is computed from (see the module docstring).
-
-    `state`: `warehouse_state(wh)` when the caller has it, taken before the rows were read."""
-    options = options or SqlOptions()
-    queries = load_queries()
-    if name not in queries:
-        raise NotFoundError(f"no query named {name!r}", hint=f"see {QUERY_DIR}")
-    digest = hashlib.sha256(f"cacheaudit-derived {STAMP_VERSION}\n".encode())
-    data_tables: set[str] = set()
-    for dep in sorted(needed([name], queries)):
-        digest.update(f"query {dep}\n".encode())
-        digest.update(queries[dep].sql.encode())
-        data_tables.update(i for i in queries[dep].inputs if i not in queries)
-    data_tables = {t for t in data_tables if not t.startswith("raw_")}
-    digest.update(f"state {state or warehouse_state(wh)}\n".encode())
-    # only the data a view reads: the heavy views read the cache rules, never a price, so a
-    # user's price file (`--prices`) leaves their stored rows current
-    rules, prices = RULES_TABLE in data_tables, bool(data_tables - {RULES_TABLE})
-    if rules or prices:
-        for path in data_files(options, rules=rules, prices=prices):
-            data = path.read_bytes()
-            digest.update(f"data {path.name} {len(data)}\n".encode())
-            digest.update(data)
-    return digest.hexdigest()
-
-
-def stamp_doc(wh: Warehouse, name: str) -> dict[str, object]:
-    """What `build` wrote beside view `name` (its stamp, rows, days): {} when none or damaged."""
-    try:
-        doc = json.loads(stamp_path(wh, name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def stored_stamp(wh: Warehouse, name: str) -> str | None:
-    if not derived_path(wh, name).exists():
-        return None
-    stamp = stamp_doc(wh, name).get("stamp")
-    return stamp if isinstance(stamp, str) else None
-
-
-def fresh_derived(
-    wh: Warehouse, name: str, options: SqlOptions | None = None, *, state: str | None = None
-) -> Path | None:
-    """The derived Parquet of `name` when its stamp matches the current inputs, else None."""
-    if name not in MATERIALISED:
-        return None
-    stored = stored_stamp(wh, name)
-    if stored is None or stored != view_stamp(wh, name, options, state=state):
-        return None
-    return derived_path(wh, name)
 
 
 def build_memory_limit() -> int:

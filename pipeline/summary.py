@@ -9,6 +9,7 @@ from datetime import date
 import duckdb
 
 from pipeline import sql as sqlmod
+from pipeline import sql_catalog
 from pipeline.errors import UsageError
 from pipeline.period import bounded
 from pipeline.warehouse import Warehouse
@@ -67,7 +68,7 @@ def grouped(
     )
     rel = sqlmod.run(
         con,
-        sqlmod.param_query_sql("summary_by"),
+        sql_catalog.param_query_sql("summary_by"),
         params={"dimension": by, "since": since, "until": until},
     )
     return con, rel

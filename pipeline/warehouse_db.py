@@ -46,7 +46,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, schema
+from pipeline import compaction, derived, schema, sql_catalog
 from pipeline import sql as sqlmod
 from pipeline.raw_parts import read_options
 from pipeline.sql_text import quoted, strip_final_semicolon
@@ -122,24 +122,24 @@ META = "cacheaudit_meta"
 # What a file holds besides its views, in the static stamp: a file written by code that did not
 # record the stored views' bodies (BODIES) would be updated as if its views were current
 FILE_FORMAT = "bodies-1"
-# the body each stored view (sql.MATERIALISED) was created with, to replace only those changed
+# the body each stored view (derived.MATERIALISED) was created with, to replace only those changed
 BODIES = "cacheaudit_view_bodies"
 
 
-def static_stamp(options: sqlmod.SqlOptions, queries: dict[str, sqlmod.Query]) -> str:
+def static_stamp(options: sqlmod.SqlOptions, queries: dict[str, sql_catalog.Query]) -> str:
     """Digest of what the file holds besides the live parts and the stored views' freshness:
     the package, every query, the price and rule files, the price library's release."""
     from pipeline import __version__
     from pipeline.prices import library
 
     digest = hashlib.sha256(
-        f"cacheaudit-db {__version__} {sqlmod.STAMP_VERSION} {FILE_FORMAT}\n".encode()
+        f"cacheaudit-db {__version__} {derived.STAMP_VERSION} {FILE_FORMAT}\n".encode()
     )
     digest.update(f"library {library.version()}\n".encode())
     for name in sorted(queries):
         digest.update(f"query {name}\n".encode())
         digest.update(queries[name].sql.encode())
-    for path in sqlmod.data_files(options):
+    for path in derived.data_files(options):
         data = path.read_bytes()
         digest.update(f"data {path.resolve()} {len(data)}\n".encode())
         digest.update(data)
@@ -149,14 +149,14 @@ def static_stamp(options: sqlmod.SqlOptions, queries: dict[str, sqlmod.Query]) -
 def _view_body(
     wh: Warehouse,
     name: str,
-    queries: dict[str, sqlmod.Query],
+    queries: dict[str, sql_catalog.Query],
     options: sqlmod.SqlOptions,
     state: str,
 ) -> str:
-    derived = sqlmod.fresh_derived(wh, name, options, state=state)
-    if derived is None:
+    stored = derived.fresh_derived(wh, name, options, state=state)
+    if stored is None:
         return strip_final_semicolon(queries[name].sql)
-    path = derived.resolve()
+    path = stored.resolve()
     pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
     return f"SELECT * FROM read_parquet({_literal(pattern)})"
 
@@ -165,21 +165,21 @@ def _write_full(
     con: duckdb.DuckDBPyConnection,
     wh: Warehouse,
     snapshot: dict[str, list[Path]],
-    queries: dict[str, sqlmod.Query],
+    queries: dict[str, sql_catalog.Query],
     options: sqlmod.SqlOptions,
     stamp: str,
 ) -> None:
-    state = sqlmod.warehouse_state(wh, snapshot)
+    state = derived.warehouse_state(wh, snapshot)
     for table, files in compaction.substitute(wh, snapshot).items():
         _raw(con, table, files)
     _data_tables(con, options)
     bodies = {}
-    for name in sqlmod.creation_order(queries):
+    for name in sql_catalog.creation_order(queries):
         bodies[name] = _view_body(wh, name, queries, options, state)
         con.execute(f"CREATE VIEW {quoted(name)} AS {bodies[name]}")
     con.execute(f"CREATE TABLE {META} (stamp VARCHAR)")
     con.execute(f"INSERT INTO {META} VALUES (?)", [stamp])
-    _record_bodies(con, {n: b for n, b in bodies.items() if n in sqlmod.MATERIALISED})
+    _record_bodies(con, {n: b for n, b in bodies.items() if n in derived.MATERIALISED})
 
 
 def _record_bodies(con: duckdb.DuckDBPyConnection, bodies: dict[str, str]) -> None:
@@ -202,14 +202,14 @@ def _update(
     con: duckdb.DuckDBPyConnection,
     wh: Warehouse,
     snapshot: dict[str, list[Path]],
-    queries: dict[str, sqlmod.Query],
+    queries: dict[str, sql_catalog.Query],
     options: sqlmod.SqlOptions,
 ) -> None:
     """Replace the raw views, and the stored views whose body changed, of a file written with
     the same stamp. A stored view's body is its query until a build stores it, then a read of
     this warehouse's Parquet: unchanged on most ingests, and replacing one makes DuckDB bind
     every view under it (0.13 s for the three, a third of a small ingest)."""
-    state = sqlmod.warehouse_state(wh, snapshot)
+    state = derived.warehouse_state(wh, snapshot)
     tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     for table, files in compaction.substitute(wh, snapshot).items():
         raw = f"raw_{table}"
@@ -218,7 +218,7 @@ def _update(
         _raw(con, table, files)
     recorded = _recorded_bodies(con)
     changed = {}
-    for name in sqlmod.MATERIALISED:
+    for name in derived.MATERIALISED:
         if name in queries:
             body = _view_body(wh, name, queries, options, state)
             if recorded.get(name) != body:
@@ -254,7 +254,7 @@ def _updated_copy(
     stamp: str,
     wh: Warehouse,
     snapshot: dict[str, list[Path]],
-    queries: dict[str, sqlmod.Query],
+    queries: dict[str, sql_catalog.Query],
     options: sqlmod.SqlOptions,
 ) -> bool:
     """Copy `source` to `tmp` and, when it was written with `stamp`, update it for `wh`; False,
@@ -286,7 +286,7 @@ def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None, *, wait: bool
     leftovers = (tmp, tmp.with_name(tmp.name + ".wal"))
     with wh.lock(shared=True, wait=wait):
         snapshot = wh.snapshot(TABLES)
-        queries = sqlmod.load_queries()
+        queries = sql_catalog.load_queries()
         stamp = static_stamp(options, queries)
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)

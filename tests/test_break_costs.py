@@ -16,6 +16,7 @@ import pytest
 from test_costs_demo import price_of
 
 from pipeline import sql as sqlmod
+from pipeline import sql_catalog
 
 # price rows: row_id, currency, miss, hit, write 5m, write 1h (per million tokens)
 PRICE_ROWS = [
@@ -68,7 +69,7 @@ def costs() -> dict[str, tuple[Any, ...]]:
         )
     rows = con.execute(
         "SELECT request_id, lost_cost, currency, lost_write_premium, lost_cost_unpriced_reason"
-        f" FROM ({sqlmod.query_sql('break_costs').rstrip().rstrip(';')})"
+        f" FROM ({sql_catalog.query_sql('break_costs').rstrip().rstrip(';')})"
     ).fetchall()
     return {r[0]: r[1:] for r in rows}
 

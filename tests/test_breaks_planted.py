@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import materialise, sql
+from pipeline import derived, materialise, sql
 from pipeline.demo import write_demo
 from pipeline.diagnose import planted_precision_recall
 from pipeline.ingest import ingest
@@ -91,7 +91,7 @@ def test_diagnose_built_views_are_reused_until_an_input_changes(
 ) -> None:
     wh, _ = demo
     first = materialise.build(wh)
-    assert {r.name for r in first if r.rebuilt} == set(sql.MATERIALISED)
+    assert {r.name for r in first if r.rebuilt} == set(derived.MATERIALISED)
     assert not any(r.rebuilt for r in materialise.build(wh))
     con = sql.connect(wh)
     text = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'cache_breaks'").fetchone()

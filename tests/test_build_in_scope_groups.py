@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline import materialise, prefix_groups, sql
+from pipeline import derived, materialise, prefix_groups, sql
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.period import Period
@@ -42,7 +42,7 @@ def unsplit(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
 def _split_copy(unsplit: Warehouse, tmp_path: Path, lines: list[str] | None = None) -> Warehouse:
     wh = Warehouse(tmp_path / "split")
     shutil.copytree(unsplit.root, wh.root)
-    shutil.rmtree(wh.root / sql.DERIVED_DIR)
+    shutil.rmtree(wh.root / derived.DERIVED_DIR)
     materialise.build(
         wh, group_segments=SMALL_GROUPS, progress=None if lines is None else lines.append
     )
@@ -75,13 +75,16 @@ def test_a_build_in_groups_of_scopes_stores_the_same_rows_in_every_view(
     unsplit: Warehouse, tmp_path: Path
 ) -> None:
     split = _split_copy(unsplit, tmp_path)
-    stored = sql.derived_path(split, "request_prefix")
+    stored = derived.derived_path(split, "request_prefix")
     # the groups' rows, one folder per day
     assert sorted(p.name for p in stored.iterdir()) == sorted(
         p.name.removeprefix("day=") for p in (split.root / "requests").iterdir()
     )
-    for view in sql.MATERIALISED:
-        assert _differing_rows(sql.derived_path(unsplit, view), sql.derived_path(split, view)) == 0
+    for view in derived.MATERIALISED:
+        assert (
+            _differing_rows(derived.derived_path(unsplit, view), derived.derived_path(split, view))
+            == 0
+        )
 
 
 def test_a_build_in_groups_keeps_the_arrival_order_over_the_whole_warehouse(
@@ -104,12 +107,16 @@ def test_the_parts_of_a_build_in_groups_are_read_as_the_stored_view(
     unsplit: Warehouse, tmp_path: Path
 ) -> None:
     split = _split_copy(unsplit, tmp_path)
-    assert sql.fresh_derived(split, "request_prefix") == sql.derived_path(split, "request_prefix")
-    assert materialise.nothing_to_build(split, list(sql.MATERIALISED), sql.SqlOptions(), False)
+    assert derived.fresh_derived(split, "request_prefix") == derived.derived_path(
+        split, "request_prefix"
+    )
+    assert materialise.nothing_to_build(split, list(derived.MATERIALISED), sql.SqlOptions(), False)
     # the work files of the groups are gone; only the views and their stamps stay
-    left = sorted(p.name for p in (split.root / sql.DERIVED_DIR).iterdir() if p.name != ".spill")
+    left = sorted(
+        p.name for p in (split.root / derived.DERIVED_DIR).iterdir() if p.name != ".spill"
+    )
     assert left == sorted(
-        f"{v}.{ext}" for v in sql.MATERIALISED for ext in ("parquet", "stamp.json")
+        f"{v}.{ext}" for v in derived.MATERIALISED for ext in ("parquet", "stamp.json")
     )
 
 
@@ -129,11 +136,11 @@ def test_a_warehouse_under_the_group_size_is_built_in_one_piece(
 ) -> None:
     wh = Warehouse(tmp_path / "whole")
     shutil.copytree(unsplit.root, wh.root)
-    shutil.rmtree(wh.root / sql.DERIVED_DIR)
+    shutil.rmtree(wh.root / derived.DERIVED_DIR)
     lines: list[str] = []
     materialise.build(wh, progress=lines.append)
     assert lines == []  # no group
-    days = list(sql.derived_path(wh, "request_prefix").iterdir())
+    days = list(derived.derived_path(wh, "request_prefix").iterdir())
     assert days and all(len(list(day.iterdir())) == 1 for day in days)
 
 
@@ -146,7 +153,7 @@ def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
 ) -> None:
     wh = Warehouse(tmp_path / "failing")
     shutil.copytree(unsplit.root, wh.root)
-    before = _files(sql.derived_path(wh, "request_prefix"))
+    before = _files(derived.derived_path(wh, "request_prefix"))
 
     def fail(*args: object, **kwargs: object) -> int:
         raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
@@ -154,8 +161,8 @@ def test_a_failing_group_leaves_the_stored_view_as_it_was_and_no_work_files(
     monkeypatch.setattr(prefix_groups, "_write_count", fail)
     with pytest.raises(Exception, match="building request_prefix: Out of Memory"):
         materialise.build(wh, force=True, group_segments=SMALL_GROUPS)
-    assert _files(sql.derived_path(wh, "request_prefix")) == before
-    hidden = [p.name for p in (wh.root / sql.DERIVED_DIR).iterdir() if p.name.startswith(".")]
+    assert _files(derived.derived_path(wh, "request_prefix")) == before
+    hidden = [p.name for p in (wh.root / derived.DERIVED_DIR).iterdir() if p.name.startswith(".")]
     assert hidden in ([], [".spill"])
 
 
@@ -168,7 +175,7 @@ def test_build_split_segments_on_the_command_line_prints_each_group_on_stderr(
     assert result.returncode == 0, result.stderr
     assert re.search(r"^request_prefix: group 1 of \d+$", result.stderr, re.MULTILINE)
     assert result.stdout == ""
-    assert sql.derived_path(Warehouse(wh), "request_prefix").is_dir()
+    assert derived.derived_path(Warehouse(wh), "request_prefix").is_dir()
     # the warehouse's DuckDB file reads the parts as the stored view
     with duckdb.connect(str(wh / "cacheaudit.duckdb"), read_only=True) as con:
         ((rows,),) = con.execute("SELECT count(*) FROM request_prefix").fetchall()
@@ -201,7 +208,7 @@ def test_a_report_reading_the_stored_views_leaves_their_stages_uncomputed(
         sql.connect(unsplit, only=["requests"]).execute("SELECT min(day) FROM requests").fetchall()
     )
     con = sql.connect(unsplit, period=Period(first, first))
-    assert sql.stored_views(con) == set(sql.MATERIALISED)
+    assert sql.stored_views(con) == set(derived.MATERIALISED)
     materialise(con, set(weekly_views().values()))
     tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert "request_costs" in tables  # the report's own upstream is prepared once

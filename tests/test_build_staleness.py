@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import materialise, sql
+from pipeline import derived, materialise, sql
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
@@ -50,7 +50,7 @@ def _copy_of_built(inputs: dict[str, Path], tmp_path: Path) -> Warehouse:
 
 
 def _stored_rows(wh: Warehouse, name: str) -> int:
-    path = sql.derived_path(wh, name)
+    path = derived.derived_path(wh, name)
     files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
     return sum(int(pq.read_metadata(f).num_rows) for f in files)
 
@@ -67,7 +67,7 @@ def _recomputed_rows(wh: Warehouse, name: str) -> int:
 
 def test_a_copied_warehouse_keeps_its_built_views(inputs: dict[str, Path], tmp_path: Path) -> None:
     wh = _copy_of_built(inputs, tmp_path)
-    assert all(sql.fresh_derived(wh, name) is not None for name in sql.MATERIALISED)
+    assert all(derived.fresh_derived(wh, name) is not None for name in derived.MATERIALISED)
 
 
 def test_a_forced_reingest_with_a_provider_map_makes_the_built_views_stale(
@@ -76,10 +76,10 @@ def test_a_forced_reingest_with_a_provider_map_makes_the_built_views_stale(
     wh = Warehouse(tmp_path / "wh")
     ingest([inputs["gateway"]], wh)
     materialise.build(wh)
-    assert all(sql.fresh_derived(wh, name) is not None for name in sql.MATERIALISED)
+    assert all(derived.fresh_derived(wh, name) is not None for name in derived.MATERIALISED)
     # README: after changing the provider map, re-ingest with --force. Same file, same key.
     ingest([inputs["gateway"]], wh, force=True, providers_file=inputs["map"])
-    assert [n for n in sql.MATERIALISED if sql.fresh_derived(wh, n) is not None] == []
+    assert [n for n in derived.MATERIALISED if derived.fresh_derived(wh, n) is not None] == []
     con = sql.connect(wh)
     providers = con.execute(
         "SELECT DISTINCT provider FROM cache_breaks ORDER BY provider"
@@ -87,7 +87,7 @@ def test_a_forced_reingest_with_a_provider_map_makes_the_built_views_stale(
     assert ("gw.internal",) not in providers
     assert ("deepseek",) in providers
     rebuilt = {r.name for r in materialise.build(wh) if r.rebuilt}
-    assert rebuilt == set(sql.MATERIALISED)
+    assert rebuilt == set(derived.MATERIALISED)
 
 
 def test_a_forced_reingest_with_content_after_one_without_makes_the_built_views_stale(
@@ -97,7 +97,7 @@ def test_a_forced_reingest_with_content_after_one_without_makes_the_built_views_
     ingest([inputs["gateway"]], wh, keep_content=False)
     materialise.build(wh)
     ingest([inputs["gateway"]], wh, force=True)
-    assert sql.fresh_derived(wh, "cache_breaks") is None
+    assert derived.fresh_derived(wh, "cache_breaks") is None
     con = sql.connect(wh, only=["cache_breaks"])
     row = con.execute("SELECT count(change_offset) FROM cache_breaks").fetchone()
     assert row is not None and row[0] > 0  # offsets need the content of the second ingest
@@ -107,7 +107,7 @@ def test_an_ingest_landing_while_a_build_runs_is_never_stamped_into_a_view_witho
     inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wh = _copy_of_built(inputs, tmp_path)
-    shutil.rmtree(wh.root / sql.DERIVED_DIR)
+    shutil.rmtree(wh.root / derived.DERIVED_DIR)
     real_connect = sql.connect
     landed: list[threading.Thread] = []
 
@@ -125,12 +125,12 @@ def test_an_ingest_landing_while_a_build_runs_is_never_stamped_into_a_view_witho
     monkeypatch.setattr(sql, "connect", real_connect)
     landed[0].join(timeout=60)
     assert not landed[0].is_alive()
-    for name in sql.MATERIALISED:
-        if sql.fresh_derived(wh, name) is not None:
+    for name in derived.MATERIALISED:
+        if derived.fresh_derived(wh, name) is not None:
             assert _stored_rows(wh, name) == _recomputed_rows(wh, name), name
     materialise.build(wh)
     for name in ("request_prefix", "conversation_links"):
-        assert sql.fresh_derived(wh, name) is not None
+        assert derived.fresh_derived(wh, name) is not None
         assert _stored_rows(wh, name) == _recomputed_rows(wh, name)
 
 
@@ -138,7 +138,7 @@ def test_a_build_waits_for_a_running_ingest_and_says_so(
     inputs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     wh = _copy_of_built(inputs, tmp_path)
-    shutil.rmtree(wh.root / sql.DERIVED_DIR)
+    shutil.rmtree(wh.root / derived.DERIVED_DIR)
     locked, release = threading.Event(), threading.Event()
 
     def running_ingest() -> None:
@@ -159,7 +159,7 @@ def test_a_build_waits_for_a_running_ingest_and_says_so(
     assert still_waiting
     assert not builder.is_alive()
     assert f"waiting for the ingest into {wh.root} to finish" in capsys.readouterr().err
-    assert all(sql.fresh_derived(wh, name) is not None for name in sql.MATERIALISED)
+    assert all(derived.fresh_derived(wh, name) is not None for name in derived.MATERIALISED)
 
 
 def test_a_build_with_every_view_up_to_date_takes_no_lock(

@@ -19,7 +19,7 @@ from test_days_support import (
 )
 from test_prefix_support import REPLY, at, chat, refused, system, tool, user
 
-from pipeline import break_days, conversation_days, materialise, prefix_days, sql
+from pipeline import break_days, conversation_days, derived, materialise, prefix_days
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
@@ -247,7 +247,7 @@ def test_stored_links_keep_lineage_starts_and_second_turns_together_for_the_seed
     # a partitioned write keeps the order within each thread's share of the rows
     ((threads,),) = duckdb.sql("SELECT current_setting('threads')").fetchall()
     checked = 0
-    for part in sorted(sql.derived_path(wh, conversation_days.VIEW).rglob("*.parquet")):
+    for part in sorted(derived.derived_path(wh, conversation_days.VIEW).rglob("*.parquet")):
         keys = duckdb.sql(
             "SELECT history_parent IS NOT NULL, second_turn FROM read_parquet($p, "
             "file_row_number = true) ORDER BY file_row_number",

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from test_days_support import SPLIT, computing, demo_halves, inodes, same_as_full_build
 
-from pipeline import break_days, conversation_days, materialise, prefix_days, sql
+from pipeline import break_days, conversation_days, day_folders, derived, materialise, prefix_days
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
@@ -65,7 +65,7 @@ def test_days_that_hold_most_of_the_requests_are_computed_in_one_full_build(
 
 
 def _recorded(wh: Warehouse, view: str) -> dict[str, int]:
-    recorded = sql.stamp_doc(wh, view)[prefix_days.DAY_ROWS]
+    recorded = derived.stamp_doc(wh, view)[day_folders.DAY_ROWS]
     assert isinstance(recorded, dict)
     return {str(k): int(v) for k, v in recorded.items()}
 
@@ -74,7 +74,7 @@ def _footers(wh: Warehouse, view: str) -> dict[str, int]:
     """Each day folder's rows, from the footers of its files."""
     rows = duckdb.sql(
         "SELECT file_name, num_rows FROM parquet_file_metadata($p)",
-        params={"p": str(sql.derived_path(wh, view) / "*" / "*.parquet")},
+        params={"p": str(derived.derived_path(wh, view) / "*" / "*.parquet")},
     ).fetchall()
     out: dict[str, int] = {}
     for name, count in rows:
@@ -92,12 +92,12 @@ def test_the_stamp_records_each_days_rows_and_a_kept_day_is_not_counted_again(
     views = (prefix_days.VIEW, *sorted(COMPUTING))
     for view in views:
         assert _recorded(wh, view) == _footers(wh, view), view
-        assert sum(_recorded(wh, view).values()) == sql.stamp_doc(wh, view)["rows"]
+        assert sum(_recorded(wh, view).values()) == derived.stamp_doc(wh, view)["rows"]
     # a wrong count for a day the next build keeps shows whether that day is read again
-    stamp = sql.stamp_path(wh, prefix_days.VIEW)
+    stamp = derived.stamp_path(wh, prefix_days.VIEW)
     doc = json.loads(stamp.read_text())
-    kept = min(doc[prefix_days.DAY_ROWS])
-    doc[prefix_days.DAY_ROWS][kept] += 1000
+    kept = min(doc[day_folders.DAY_ROWS])
+    doc[day_folders.DAY_ROWS][kept] += 1000
     stamp.write_text(json.dumps(doc))
     ingest([late], wh, workers=1)
     materialise.build(wh)
@@ -109,7 +109,7 @@ def test_the_stamp_records_each_days_rows_and_a_kept_day_is_not_counted_again(
         assert _recorded(wh, view) == expected, view
     # the same day's files copied rather than linked are other files: they are counted
     out = tmp_path / "copy"
-    shutil.copytree(sql.derived_path(wh, prefix_days.VIEW), out)
-    doc = sql.stamp_doc(wh, prefix_days.VIEW)
-    counted = prefix_days.count_days(out, sql.derived_path(wh, prefix_days.VIEW), doc)
+    shutil.copytree(derived.derived_path(wh, prefix_days.VIEW), out)
+    doc = derived.stamp_doc(wh, prefix_days.VIEW)
+    counted = day_folders.count_days(out, derived.derived_path(wh, prefix_days.VIEW), doc)
     assert counted == _footers(wh, prefix_days.VIEW)

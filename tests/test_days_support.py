@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import materialise, sql
+from pipeline import derived, materialise, sql
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
@@ -37,7 +37,7 @@ def computing(wh: Warehouse, view: str, **kw: Any) -> list[str]:
 
 
 def stored(wh: Warehouse, view: str) -> list[tuple[Any, ...]]:
-    pattern = str(sql.derived_path(wh, view) / "**" / "*.parquet")
+    pattern = str(derived.derived_path(wh, view) / "**" / "*.parquet")
     return duckdb.sql(
         "SELECT * FROM read_parquet($p) ORDER BY request_id", params={"p": pattern}
     ).fetchall()
@@ -45,7 +45,7 @@ def stored(wh: Warehouse, view: str) -> list[tuple[Any, ...]]:
 
 def inodes(wh: Warehouse, view: str) -> dict[str, set[int]]:
     """The files of each stored day, by inode: a day kept is the same files."""
-    root = sql.derived_path(wh, view)
+    root = derived.derived_path(wh, view)
     return {d.name: {p.stat().st_ino for p in d.iterdir()} for d in root.iterdir()}
 
 
@@ -62,7 +62,7 @@ def same_as_full_build(
 
 def stored_by_request(wh: Warehouse, view: str) -> dict[str, dict[str, Any]]:
     """The stored rows by request id, each as a column -> value dict."""
-    pattern = str(sql.derived_path(wh, view) / "**" / "*.parquet")
+    pattern = str(derived.derived_path(wh, view) / "**" / "*.parquet")
     rel = duckdb.sql("SELECT * FROM read_parquet($p)", params={"p": pattern})
     return {row[0]: dict(zip(rel.columns, row, strict=True)) for row in rel.fetchall()}
 

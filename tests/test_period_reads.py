@@ -12,7 +12,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import cache_rules, materialise, sql
+from pipeline import cache_rules, derived, materialise, sql, sql_catalog
 from pipeline.demo import write_demo
 from pipeline.errors import WarehouseError
 from pipeline.ingest import ingest
@@ -76,7 +76,7 @@ def test_computed_from_the_days_read_a_period_read_gives_the_rows_of_a_whole_rea
     # request_prefix looks back no further than the horizon, which the margin covers: the
     # expected reads (DeepSeek's units included) are those of the whole history
     whole = sql.connect(wh)
-    views = [v for v in weekly_views() if v in sql.load_queries() and v not in HISTORY_WIDE]
+    views = [v for v in weekly_views() if v in sql_catalog.load_queries() and v not in HISTORY_WIDE]
     assert "report_provider_gap" in views and "report_weekly_cost" in views
     for week in (W47, W48):
         period = sql.connect(wh, period=Period(week.monday, week.sunday))
@@ -88,20 +88,20 @@ def _tables_and_views(con: duckdb.DuckDBPyConnection) -> tuple[set[str], set[str
     tables = "SELECT table_name FROM duckdb_tables() WHERE temporary"
     views = "SELECT view_name FROM duckdb_views() WHERE NOT internal"
     return (
-        {name for (name,) in con.execute(tables).fetchall()} & set(sql.MATERIALISED),
-        {name for (name,) in con.execute(views).fetchall()} & set(sql.MATERIALISED),
+        {name for (name,) in con.execute(tables).fetchall()} & set(derived.MATERIALISED),
+        {name for (name,) in con.execute(views).fetchall()} & set(derived.MATERIALISED),
     )
 
 
 def test_a_read_without_stored_views_computes_each_heavy_view_once_for_its_session(wh) -> None:
     # as views, every query (and every view under it) would compute them again
     period = sql.connect(wh, only=["cache_breaks"], period=Period(W48.monday, W48.sunday))
-    assert _tables_and_views(period) == (set(sql.MATERIALISED), set())
+    assert _tables_and_views(period) == (set(derived.MATERIALISED), set())
     named = sql.connect(wh, only=["cache_breaks"], use_derived=False)
-    assert _tables_and_views(named) == (set(sql.MATERIALISED), set())
+    assert _tables_and_views(named) == (set(derived.MATERIALISED), set())
     # the build computes request_prefix a group of scopes at a time: views, never tables
     for_build = sql.connect(wh, only=["cache_breaks"], use_derived=False, heavy_once=False)
-    assert _tables_and_views(for_build) == (set(), set(sql.MATERIALISED))
+    assert _tables_and_views(for_build) == (set(), set(derived.MATERIALISED))
 
 
 def test_a_build_never_computes_the_heavy_views_as_tables_of_its_session(
@@ -112,7 +112,7 @@ def test_a_build_never_computes_the_heavy_views_as_tables_of_its_session(
 
     monkeypatch.setattr(sql, "compute_once", refuse)
     results = materialise.build(wh, force=True)
-    assert {r.name for r in results if r.rebuilt} == set(sql.MATERIALISED)
+    assert {r.name for r in results if r.rebuilt} == set(derived.MATERIALISED)
 
 
 def test_a_week_page_is_the_same_written_alone_or_with_every_week(wh, tmp_path) -> None:
@@ -170,8 +170,8 @@ def test_stored_views_keep_their_days_apart_so_a_period_skips_the_others(wh) -> 
     # a period read takes whole days: a file (or row group) whose start times lie outside them
     # is skipped by its statistics
     materialise.build(wh)
-    for name in sql.MATERIALISED:
-        path = sql.derived_path(wh, name)
+    for name in derived.MATERIALISED:
+        path = derived.derived_path(wh, name)
         if path.is_dir():  # request_prefix: a folder per day
             for folder in path.iterdir():
                 starts = pq.read_table(folder, columns=["started_at"])[0].to_pylist()

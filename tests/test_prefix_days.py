@@ -32,7 +32,7 @@ from test_prefix_support import (
     user,
 )
 
-from pipeline import cache_rules, materialise, prefix_days, sql
+from pipeline import cache_rules, derived, materialise, prefix_days, sql
 from pipeline.ingest import ingest
 from pipeline.warehouse import Warehouse
 
@@ -170,7 +170,7 @@ def test_a_build_that_dies_while_removing_the_old_days_leaves_no_stamp_to_trust(
     ingest([early], wh, workers=1)
     materialise.build(wh)
     ingest([late], wh, workers=1)
-    stored = sql.derived_path(wh, prefix_days.VIEW)
+    stored = derived.derived_path(wh, prefix_days.VIEW)
     real_remove = materialise._remove
 
     def dies_halfway(path: Path) -> None:
@@ -184,7 +184,7 @@ def test_a_build_that_dies_while_removing_the_old_days_leaves_no_stamp_to_trust(
     with pytest.raises(KeyboardInterrupt):
         materialise.build(wh)
     monkeypatch.setattr(materialise, "_remove", real_remove)
-    assert not sql.stamp_path(wh, prefix_days.VIEW).exists()
+    assert not derived.stamp_path(wh, prefix_days.VIEW).exists()
     assert _build(wh) == []  # no stamp: every day computed, none linked from the remains
     _same_as_full_build(wh)
 

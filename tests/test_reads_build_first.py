@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from pipeline import build_first, materialise, sql
+from pipeline import build_first, derived, materialise, sql
 from pipeline.errors import QueryError
 from pipeline.ingest import ingest
 from pipeline.warehouse import LOCK_NAME, Warehouse
@@ -39,7 +39,9 @@ def wh(ingested: Path, tmp_path: Path) -> Path:
 
 
 def _stored(root: Path) -> set[str]:
-    return {n for n in sql.MATERIALISED if sql.fresh_derived(Warehouse(root), n) is not None}
+    return {
+        n for n in derived.MATERIALISED if derived.fresh_derived(Warehouse(root), n) is not None
+    }
 
 
 @pytest.mark.parametrize(
@@ -59,7 +61,7 @@ def test_a_read_of_the_whole_history_stores_the_views_first_once_and_says_so(
     first = run_cli(*command, "-w", str(wh))
     assert first.returncode == 0, first.stderr
     assert BUILDING in first.stderr
-    assert _stored(wh) == set(sql.MATERIALISED)
+    assert _stored(wh) == set(derived.MATERIALISED)
     again = run_cli(*command, "-w", str(wh))
     assert again.returncode == 0, again.stderr
     assert BUILDING not in again.stderr
@@ -188,7 +190,7 @@ def test_a_read_with_its_own_prices_stores_and_reads_the_views_every_read_uses(w
     first = run_cli("check", "--max-lost-share", "1", "--prices", str(PRICES), "-w", str(wh))
     assert first.returncode == 0, first.stderr
     assert BUILDING in first.stderr
-    assert _stored(wh) == set(sql.MATERIALISED)  # current for reads without --prices too
+    assert _stored(wh) == set(derived.MATERIALISED)  # current for reads without --prices too
     again = run_cli("check", "--max-lost-share", "1", "--prices", str(PRICES), "-w", str(wh))
     assert BUILDING not in again.stderr and again.stdout == first.stdout
 
@@ -198,15 +200,15 @@ def test_only_the_views_that_read_prices_have_stamps_that_a_price_file_changes(
 ) -> None:
     warehouse = Warehouse(wh)
     own = sql.SqlOptions(prices_paths=(PRICES,))
-    for name in sql.MATERIALISED:
-        assert sql.view_stamp(warehouse, name, own) == sql.view_stamp(warehouse, name)
-    assert sql.view_stamp(warehouse, "request_costs", own) != sql.view_stamp(
+    for name in derived.MATERIALISED:
+        assert derived.view_stamp(warehouse, name, own) == derived.view_stamp(warehouse, name)
+    assert derived.view_stamp(warehouse, "request_costs", own) != derived.view_stamp(
         warehouse, "request_costs"
     )
     user_rules = tmp_path / "rules.csv"
     shutil.copy(Path(sql.__file__).parent / "rules" / "cache_rules.csv", user_rules)
     rules = sql.SqlOptions(rules_paths=(user_rules,))  # the same rules, read once more
-    assert sql.view_stamp(warehouse, "cache_breaks", rules) != sql.view_stamp(
+    assert derived.view_stamp(warehouse, "cache_breaks", rules) != derived.view_stamp(
         warehouse, "cache_breaks"
     )
 

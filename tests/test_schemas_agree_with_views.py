@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import schema
+from pipeline import schema, sql_catalog
 from pipeline import sql as sqlmod
 from pipeline.warehouse import Warehouse
 
-QUERY_NAMES = sorted(sqlmod.load_queries())
+QUERY_NAMES = sorted(sql_catalog.load_queries())
 
 
 def _norm(type_name: str) -> str:
@@ -38,7 +38,7 @@ def test_every_view_has_a_schema_file_with_the_same_columns_and_types(
 
 @pytest.mark.parametrize("name", QUERY_NAMES)
 def test_every_query_file_names_its_inputs_and_output_in_its_header(name: str) -> None:
-    text = sqlmod.load_queries()[name].sql
+    text = sql_catalog.load_queries()[name].sql
     assert f"-- name: {name}" in text
     assert "-- inputs:" in text
     assert "-- output:" in text

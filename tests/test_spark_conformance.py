@@ -24,6 +24,7 @@ import duckdb
 import pytest
 from test_spark_support import skip_module_without_spark
 
+from pipeline import derived, sql_catalog
 from pipeline import sql as sqlmod
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest as local_ingest
@@ -34,7 +35,7 @@ skip_module_without_spark("Spark conformance tests")
 pytestmark = pytest.mark.spark
 
 ISSUE_VIEWS = {"requests", "prefix_reuse", "cache_breaks", "request_costs"}
-VIEWS = sorted(sqlmod.load_queries())
+VIEWS = sorted(sql_catalog.load_queries())
 # Differ between runs by nature, not by engine.
 RUN_COLUMNS = {"ingested_at"}
 BAD_LINE = b'{"this is": "not a capture record"\n'
@@ -350,7 +351,7 @@ def test_spark_honours_the_record_length_limit_as_the_local_engine_does(
 
 def _rows_by_day(wh: Warehouse, view: str) -> dict[str, list[Any]]:
     """The rows of each day folder of a stored view."""
-    folder = sqlmod.derived_path(wh, view)
+    folder = derived.derived_path(wh, view)
     return {
         day.name: [
             tuple(map(_plain, r))
@@ -377,23 +378,23 @@ def test_a_spark_build_stores_every_view_by_day_with_the_rows_duckdb_stores_on_t
         local_ingest([early], wh, workers=1)
     materialise.build(on_duck)
     assert all(r.rebuilt for r in spark_sql.build_derived(spark, on_spark))
-    for view in sqlmod.MATERIALISED:
+    for view in derived.MATERIALISED:
         spark_days, duck_days = _rows_by_day(on_spark, view), _rows_by_day(on_duck, view)
         assert sorted(spark_days) == sorted(duck_days) and len(duck_days) > 5, view
         spec = schema.load(view).columns
         columns, types = [c.name for c in spec], [c.type for c in spec]
         for day, rows in duck_days.items():
             assert_same_rows(f"{view} {day}", columns, types, rows, spark_days[day])
-        stamp = sqlmod.stamp_doc(on_spark, view)
+        stamp = derived.stamp_doc(on_spark, view)
         assert stamp["days"] == prefix_days.day_inputs(on_spark)
         assert stamp["rows"] == sum(len(rows) for rows in spark_days.values())
     # Spark built request_prefix; conversation_links and cache_breaks are stale: a Spark build
     # reads the stored days of request_prefix and computes the other two from them
-    for view in sqlmod.MATERIALISED[1:]:
-        sqlmod.stamp_path(on_spark, view).unlink()
+    for view in derived.MATERIALISED[1:]:
+        derived.stamp_path(on_spark, view).unlink()
     again = {r.name: r.rebuilt for r in spark_sql.build_derived(spark, on_spark)}
-    assert again == {view: view != prefix_days.VIEW for view in sqlmod.MATERIALISED}
-    for view in sqlmod.MATERIALISED[1:]:
+    assert again == {view: view != prefix_days.VIEW for view in derived.MATERIALISED}
+    for view in derived.MATERIALISED[1:]:
         assert sorted(_rows_by_day(on_spark, view)) == sorted(_rows_by_day(on_duck, view))
     # Spark's fingerprints are not DuckDB's: after an ingest, a DuckDB build computes every day
     # rather than link new days to requests Spark linked
@@ -401,6 +402,6 @@ def test_a_spark_build_stores_every_view_by_day_with_the_rows_duckdb_stores_on_t
     said: list[str] = []
     materialise.build(on_spark, progress=said.append)
     assert not [line for line in said if ": computing" in line]
-    assert sqlmod.stamp_doc(on_spark, prefix_days.VIEW)["base"] == prefix_days.base_stamp(
+    assert derived.stamp_doc(on_spark, prefix_days.VIEW)["base"] == prefix_days.base_stamp(
         on_spark, sqlmod.SqlOptions()
     )

@@ -11,23 +11,25 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline import sql
+from pipeline import sql, sql_catalog
 from pipeline.errors import QueryError
 from pipeline.warehouse import Warehouse
 
 
 def test_a_statement_gets_the_views_it_names_in_any_case() -> None:
-    named = sql.views_named_in('SELECT * FROM Requests r JOIN "cache_breaks" b USING (request_id)')
+    named = sql_catalog.views_named_in(
+        'SELECT * FROM Requests r JOIN "cache_breaks" b USING (request_id)'
+    )
     assert named == {"requests", "cache_breaks"}
 
 
 def test_a_statement_naming_no_view_gets_none() -> None:
-    assert sql.views_named_in("select 1 + 1") == set()
+    assert sql_catalog.views_named_in("select 1 + 1") == set()
 
 
 def test_a_column_named_like_a_view_only_adds_that_view() -> None:
     # `segments` is a view and could be a column name too: the match over-includes, never misses
-    assert sql.views_named_in("select segments from requests") == {"segments", "requests"}
+    assert sql_catalog.views_named_in("select segments from requests") == {"segments", "requests"}
 
 
 @pytest.mark.parametrize(
@@ -43,7 +45,7 @@ def test_a_column_named_like_a_view_only_adds_that_view() -> None:
     ],
 )
 def test_a_statement_reading_the_catalog_gets_every_view(statement: str) -> None:
-    assert sql.views_named_in(statement) is None
+    assert sql_catalog.views_named_in(statement) is None
 
 
 def test_only_the_named_views_and_their_inputs_are_created(warehouse: Path) -> None:
@@ -53,7 +55,7 @@ def test_only_the_named_views_and_their_inputs_are_created(warehouse: Path) -> N
     created = {r[0] for r in con.execute("select view_name from duckdb_views()").fetchall()}
     assert "requests" in created
     assert "cache_breaks" not in created
-    assert sql.needed(["requests"]) <= created
+    assert sql_catalog.needed(["requests"]) <= created
 
 
 def test_a_view_reached_without_its_name_still_answers_through_the_full_session(
@@ -79,7 +81,7 @@ def test_listing_the_tables_with_sql_shows_every_view(cli, warehouse: Path) -> N
     result = cli("sql", "show tables", "-w", str(warehouse), "-f", "csv")
     assert result.returncode == 0, result.stderr
     names = set(result.stdout.splitlines()[1:])
-    assert set(sql.load_queries()) <= names
+    assert set(sql_catalog.load_queries()) <= names
 
 
 def test_the_documented_views_are_what_a_session_reports(warehouse: Path) -> None:

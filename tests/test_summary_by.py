@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import schema
+from pipeline import schema, sql_catalog
 from pipeline import sql as sqlmod
 from pipeline.demo import write_demo
 from pipeline.ingest import ingest
@@ -184,7 +184,7 @@ def test_the_summary_by_schema_describes_the_query_columns_and_types(demo: Wareh
 
 
 def test_the_parameterised_query_names_its_inputs_and_ends_in_final() -> None:
-    text = (Path(sqlmod.QUERY_DIR) / "params" / "summary_by.sql").read_text(encoding="utf-8")
+    text = (Path(sql_catalog.QUERY_DIR) / "params" / "summary_by.sql").read_text(encoding="utf-8")
     assert "-- name: summary_by" in text and "-- inputs: summary_requests" in text
     assert "final AS (" in text
 

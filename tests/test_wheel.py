@@ -66,7 +66,7 @@ def test_an_installed_wheel_runs_the_pipeline_in_a_fresh_venv_outside_the_checko
     deps = sysconfig.get_paths()["purelib"]
     (Path(site) / "test-dependencies.pth").write_text(deps + "\n", encoding="utf-8")
     where = _run(
-        [python, "-c", "import pipeline, pipeline.sql as s; print(pipeline.__file__);"
+        [python, "-c", "import pipeline, pipeline.sql_catalog as s; print(pipeline.__file__);"
          " print(s.QUERY_DIR)"], work, env,
     ).stdout.split()  # fmt: skip
     assert all(Path(p).is_relative_to(fresh) for p in where), where

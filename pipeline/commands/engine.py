@@ -31,6 +31,7 @@ def show_sql(
     import duckdb
 
     from pipeline import sql as sqlmod
+    from pipeline import sql_catalog
     from pipeline.engines.spark_translate import translate_steps
 
     con = duckdb.connect()
@@ -40,7 +41,7 @@ def show_sql(
     variables = tuple(sorted((str(n), str(v)) for n, v in rows))
     import sqlglot
 
-    steps = translate_steps(sqlmod.query_sql(view), variables, prefix=view)
+    steps = translate_steps(sql_catalog.query_sql(view), variables, prefix=view)
     for name, spark_sql in steps:
         pretty = sqlglot.transpile(spark_sql, read="spark", write="spark", pretty=True)[0]
         if name is None:

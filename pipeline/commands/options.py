@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from pipeline.sql import SqlOptions
+    from pipeline.sql_catalog import SqlOptions
     from pipeline.warehouse import Warehouse
 
 WarehouseOpt = Annotated[
@@ -46,7 +46,7 @@ RulesOpt = Annotated[
 
 
 def sql_options(prices: list[Path] | None, rules: list[Path] | None) -> SqlOptions:
-    from pipeline.sql import SqlOptions  # lazy: keeps duckdb out of `ingest` start-up
+    from pipeline.sql_catalog import SqlOptions  # lazy: `ingest` start-up imports none of it
 
     return SqlOptions(prices_paths=tuple(prices or ()), rules_paths=tuple(rules or ()))
 

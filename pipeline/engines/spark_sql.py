@@ -22,13 +22,14 @@ from typing import Any
 
 import duckdb
 
-from pipeline import materialise, prefix_days, schema, sql
+from pipeline import derived, materialise, prefix_days, schema, sql_catalog
 from pipeline.engines.spark_translate import Step, Variables, spark_type, translate_steps
 from pipeline.errors import NotFoundError, QueryError
-from pipeline.sql import TABLE_PROVIDERS, Query, SqlOptions, creation_order, load_queries
+from pipeline.sql import TABLE_PROVIDERS, SqlOptions
+from pipeline.sql_catalog import Query, creation_order, load_queries
 from pipeline.warehouse import TABLES, Warehouse, live
 
-DERIVED_DIR = sql.DERIVED_DIR
+DERIVED_DIR = derived.DERIVED_DIR
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +161,7 @@ def register_views(
     queries = load_queries()
     targets = set(wanted)
     # Only what the targets read: planning a view over unbuilt ancestors is slow.
-    scope = sql.needed(targets, queries) if targets else set(queries)
+    scope = sql_catalog.needed(targets, queries) if targets else set(queries)
     built: list[BuiltView] = []
     for name in creation_order(queries):
         if name not in scope:
@@ -322,9 +323,9 @@ def build_derived(
 ) -> list[materialise.BuildResult]:
     """`pipeline.materialise.build` on Spark: the same derived files for DuckDB to read.
 
-    Each stale view of `sql.MATERIALISED` (and those it reads) is computed on Spark and stored as
-    `<warehouse>/derived/<view>.parquet/` with its `<view>.stamp.json`, a folder per day as a
-    DuckDB build stores it (`materialise.lay_out_by_day`); current ones are read, not
+    Each stale view of `derived.MATERIALISED` (and those it reads) is computed on Spark and
+    stored as `<warehouse>/derived/<view>.parquet/` with its `<view>.stamp.json`, a folder per
+    day as a DuckDB build stores it (`materialise.lay_out_by_day`); current ones are read, not
     recomputed. Other views the stale ones need are computed once into
     a scratch directory that is removed at the end."""
     options = options or SqlOptions()
@@ -338,10 +339,10 @@ def build_derived(
     # reads, and the stamps come from the state taken before Spark lists the files, so a stored
     # view is never marked as covering rows it did not read
     with wh.lock(shared=True):
-        state = sql.warehouse_state(wh)
+        state = derived.warehouse_state(wh)
         days = prefix_days.day_inputs(wh)
         current = (
-            {} if force else {n: sql.fresh_derived(wh, n, options, state=state) for n in order}
+            {} if force else {n: derived.fresh_derived(wh, n, options, state=state) for n in order}
         )
         stored = {n: str(p) for n, p in current.items() if p is not None}
         stale = [n for n in order if n not in stored]
@@ -366,24 +367,24 @@ def build_derived(
                 b = built[name]
                 # stored as a DuckDB build stores it, a folder per day; the stamp's base names
                 # Spark, so no DuckDB build takes these days for its own (lay_out_by_day)
-                target = sql.derived_path(wh, name)
+                target = derived.derived_path(wh, name)
                 by_day = target.with_name(f".{target.name}.{os.getpid()}.tmp")
                 rows, extra = materialise.lay_out_by_day(
                     wh, options, name, Path(b.path), by_day, days
                 )
                 # the stamp first: a build that dies while the old folder is half removed
                 # leaves none, and the next build computes every day
-                sql.stamp_path(wh, name).unlink(missing_ok=True)
+                derived.stamp_path(wh, name).unlink(missing_ok=True)
                 _replace(by_day, target)
                 stamp = {
                     "view": name,
-                    "stamp": sql.view_stamp(wh, name, options, state=state),
+                    "stamp": derived.view_stamp(wh, name, options, state=state),
                     "rows": rows,
                     **extra,
                 }
-                stamp_tmp = sql.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
+                stamp_tmp = derived.stamp_path(wh, name).with_suffix(f".{os.getpid()}.tmp")
                 stamp_tmp.write_text(json.dumps(stamp, indent=1), encoding="utf-8")
-                stamp_tmp.replace(sql.stamp_path(wh, name))
+                stamp_tmp.replace(derived.stamp_path(wh, name))
                 results.append(materialise.BuildResult(name, True, rows, b.seconds))
             return results
         finally:

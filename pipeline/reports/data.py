@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from pipeline import sql
+from pipeline import sql, sql_catalog
 from pipeline.reports import escape
 from pipeline.reports.weeks import IsoWeek
 
@@ -22,7 +22,7 @@ Row = dict[str, Any]
 
 
 def view_exists(name: str) -> bool:
-    return name in sql.load_queries()
+    return name in sql_catalog.load_queries()
 
 
 def missing_reason(view: str, upstream: str) -> str | None:
@@ -37,7 +37,7 @@ def missing_reason(view: str, upstream: str) -> str | None:
 def _closure(names: set[str], stored: set[str]) -> set[str]:
     """`names` and the views they read, transitively; not what a `stored` view is computed
     from, as it is read from `build`'s Parquet instead."""
-    queries = sql.load_queries()
+    queries = sql_catalog.load_queries()
     seen: set[str] = set()
     stack = list(names)
     while stack:
@@ -59,13 +59,13 @@ def materialise(con: duckdb.DuckDBPyConnection, upstream: set[str]) -> None:
     read it bind to the table from then on. Views that only pass a Parquet table through
     (requests, segments) stay views: copying them would cost memory and save nothing.
     """
-    queries = sql.load_queries()
+    queries = sql_catalog.load_queries()
     heavy = {
         name
         for name in _closure(upstream, sql.stored_views(con))
         if not all(i.startswith("raw_") for i in queries[name].inputs)
     }
-    for name in sql.creation_order(queries):
+    for name in sql_catalog.creation_order(queries):
         if name in heavy:
             sql.run(con, f'CREATE OR REPLACE TEMP TABLE "{name}" AS SELECT * FROM main."{name}"')
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from pipeline import __version__, schema
 from pipeline.reports.page import TEMPLATE_DIR
 from pipeline.reports.weeks import IsoWeek
-from pipeline.sql import QUERY_DIR, SqlOptions
+from pipeline.sql_catalog import QUERY_DIR, SqlOptions
 from pipeline.warehouse import TABLES, Warehouse
 
 _PIPELINE = Path(__file__).resolve().parent.parent
