@@ -79,9 +79,16 @@ def creation_order(queries: dict[str, Query]) -> list[str]:
         raise QueryError(f"queries/ has a dependency cycle: {exc.args[1]}") from exc
 
 
-def needed(names: Iterable[str], queries: dict[str, Query] | None = None) -> set[str]:
-    """The queries `names` read, transitively, themselves included."""
+def needed(
+    names: Iterable[str],
+    queries: dict[str, Query] | None = None,
+    *,
+    stored: Iterable[str] = (),
+) -> set[str]:
+    """The queries `names` read, transitively, themselves included; not what a `stored` view
+    is computed from (a session reads it from `build`'s Parquet instead)."""
     queries = queries if queries is not None else load_queries()
+    stop = set(stored)
     out: set[str] = set()
     todo = list(names)
     while todo:
@@ -89,7 +96,8 @@ def needed(names: Iterable[str], queries: dict[str, Query] | None = None) -> set
         if name in out or name not in queries:
             continue
         out.add(name)
-        todo.extend(queries[name].inputs)
+        if name not in stop:
+            todo.extend(queries[name].inputs)
     return out
 
 

@@ -34,22 +34,6 @@ def missing_reason(view: str, upstream: str) -> str | None:
     return f"view {view} missing"
 
 
-def _closure(names: set[str], stored: set[str]) -> set[str]:
-    """`names` and the views they read, transitively; not what a `stored` view is computed
-    from, as it is read from `build`'s Parquet instead."""
-    queries = sql_catalog.load_queries()
-    seen: set[str] = set()
-    stack = list(names)
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in queries:
-            continue
-        seen.add(name)
-        if name not in stored:
-            stack.extend(queries[name].inputs)
-    return seen
-
-
 def materialise(con: duckdb.DuckDBPyConnection, upstream: set[str]) -> None:
     """Compute the upstream views and everything they read once per session.
 
@@ -62,7 +46,7 @@ def materialise(con: duckdb.DuckDBPyConnection, upstream: set[str]) -> None:
     queries = sql_catalog.load_queries()
     heavy = {
         name
-        for name in _closure(upstream, sql.stored_views(con))
+        for name in sql_catalog.needed(upstream, stored=sql.stored_views(con))
         if not all(i.startswith("raw_") for i in queries[name].inputs)
     }
     for name in sql_catalog.creation_order(queries):
