@@ -29,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import day_folders, derived, prefix_days, sql
+from pipeline import ctrl_c, day_folders, derived, prefix_days, sql
 from pipeline import period as periods
 
 VIEW = "cache_breaks"
@@ -98,7 +98,7 @@ def _parents_from(job: prefix_days.FromFirstDay, links: Path) -> date | None:
     files = [str(f) for f in day_folders.stored_files_from(links, job.first, job.last)]
     if not files:
         return None
-    con = duckdb.connect()
+    con = ctrl_c.interruptible(duckdb.connect())
     try:
         ((earliest,),) = con.execute(
             "SELECT min(parent_order) FROM read_parquet($p)", {"p": files}

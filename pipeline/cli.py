@@ -38,11 +38,11 @@ def _interrupted() -> None:
         err("interrupted")
 
 
-def _is_query_interrupt(exc: Exception) -> bool:
+def _is_query_interrupt(exc: BaseException | None) -> bool:
     """Whether `exc` is what DuckDB raises when a Ctrl-C stops a query: it takes the
-    KeyboardInterrupt and raises RuntimeError("Query interrupted") (or InterruptException)
-    instead, which click passes on like any error. Told apart by the exact message: a Ctrl-C
-    is never "a bug"."""
+    KeyboardInterrupt and raises RuntimeError("Query interrupted") instead, or
+    InterruptException when `ctrl_c.interruptible`'s watcher stopped it; click passes either on
+    like any error. Told apart by the exact message: a Ctrl-C is never "a bug"."""
     import duckdb  # imported with the CLI already (pipeline/__main__.py)
 
     return isinstance(exc, duckdb.InterruptException) or (
@@ -345,6 +345,9 @@ def main() -> None:
             _interrupted()
         raise
     except PipelineError as exc:
+        if _is_query_interrupt(exc.__cause__):  # a step that tells its DuckDB errors its way
+            _interrupted()
+            sys.exit(130)
         err(f"error: {exc.message}")
         if exc.hint:
             err(f"hint: {exc.hint}")

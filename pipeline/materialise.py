@@ -31,6 +31,7 @@ from pipeline import (
     break_days,
     compaction,
     conversation_days,
+    ctrl_c,
     day_folders,
     derived,
     prefix_days,
@@ -257,7 +258,7 @@ def _build_views(
 
 def _compact(wh: Warehouse, out_dir: Path, progress: Callable[[str], None] | None) -> None:
     """Copy each day that many small sources split into many parts into one file."""
-    con = duckdb.connect()
+    con = ctrl_c.interruptible(duckdb.connect())
     try:
         con.execute("SET TimeZone = 'UTC'")
         _limit_build_memory(con, out_dir / ".spill")
@@ -372,7 +373,7 @@ def lay_out_by_day(
     numbers than DuckDB's, and conversation_links looks requests up by them: days linked by
     one engine cannot seed the other's, so a DuckDB build after a Spark build computes every
     day, as before."""
-    con = duckdb.connect()
+    con = ctrl_c.interruptible(duckdb.connect())
     try:
         with _removed_on_failure(out, f"storing {name} by day"):
             con.execute("SET TimeZone = 'UTC'")

@@ -25,8 +25,7 @@ _STATEMENT_ERRORS: tuple[type[duckdb.Error], ...] = (
     duckdb.OperationalError,  # a file the statement reads, out of memory
     duckdb.DependencyException,
     duckdb.PermissionException,
-    duckdb.InterruptException,
-)
+)  # not InterruptException: a Ctrl-C, which the CLI reports as `interrupted`
 _SQL_HINT = "`cacheaudit views` lists views and columns"
 _CARET_CONTEXT = re.compile(r"\n\s*LINE \d+:.*", re.DOTALL)
 
