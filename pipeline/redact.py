@@ -102,7 +102,10 @@ _KEY_SHAPES = (
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
 )
-_KEY_BOUNDARY = r"(?<![A-Za-z0-9_-])"
+# A key starts after a character that cannot be part of it, or after a JSON escape: prompt text
+# is stored as JSON, where a key on a line of its own follows `\n` (the letter n), and one after
+# a quote may follow `\u0022`.
+_KEY_BOUNDARY = r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{4}))"
 # Key-shaped strings that may appear in bodies or error text we keep (excerpts, messages).
 _KEY_PATTERN = re.compile(
     rf"({_KEY_BOUNDARY}(?:{_KEY_SHAPES})|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{{8,}})"
@@ -255,7 +258,7 @@ _SCREEN = (
     rf"{_KEY_SHAPES}|(?i:(?:key|token|secret|passw|passwd|auth|credential|credentials|signature"
     rf'|sig|cookie)\\?"\s*:)'
 )
-_TEXT_KEY = rf"(^|[^A-Za-z0-9_-])(?:{_KEY_SHAPES})"
+_TEXT_KEY = rf"(^|[^A-Za-z0-9_-]|\\[nrtbf]|\\u[0-9a-fA-F]{{4}})(?:{_KEY_SHAPES})"
 _TEXT_FIELD = rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*"))[^"\\]+'
 
 

@@ -10,6 +10,8 @@ from pipeline.redact import (
     REDACTED,
     account_of,
     fingerprint,
+    mask_secrets,
+    mask_texts,
     redact_headers,
     redact_text,
     redact_url,
@@ -214,3 +216,17 @@ def test_a_key_hidden_before_capture_is_no_account() -> None:
     assert account_of([("authorization", "Bearer sk-hidden-abc123")], url) == fingerprint(
         "sk-hidden-abc123"
     )
+
+
+def test_a_key_after_a_json_escape_is_masked_at_every_level_of_escaping() -> None:
+    # a key on its own line of a prompt: in a body it follows `\n`, in a capture line (the body
+    # as a JSON string) `\\n`; the letter n must not pass for part of the key
+    key = "sk-proj-" + "Lm4Nb5Vc6Xz7Qa8W" * 3
+    body = json.dumps({"messages": [{"role": "user", "content": f"Key:\n{key}\tend"}]})
+    capture_line = json.dumps({"request": {"body": body}})
+    for data in (body, capture_line):
+        masked = mask_secrets(data.encode()).decode()
+        assert key[8:] not in masked and len(masked) == len(data)
+        assert json.loads(masked)  # still JSON, byte counts kept
+    assert key[8:] not in mask_texts([body])[0].as_py()
+    assert key[8:] not in redact_text(capture_line)

@@ -151,3 +151,31 @@ def test_no_gateway_token_header_or_semicolon_key_reaches_the_warehouse(tmp_path
         assert secret.split("tok-")[1] not in text, secret
     for name in ("x-auth-token", "semicolon", "encoded"):
         assert _fingerprint(GATEWAY[name]) in text  # the account is still the key's hash
+
+
+# Key shapes pasted into a prompt, each where JSON escaping puts a letter right before it: on a
+# line of its own (`\n`), after a tab (`\t`), after a quote written as `\u0022`.
+PASTED = {
+    "openai": "sk-proj-" + "Qw3rTy7uIoP9aSdF" * 3,
+    "google": "AIza" + "SyB4cD5eF6gH7iJ8kL9mN0oP1qR2sT3u",
+    "github": "ghp_" + "Zx9Cv8Bn7Mm6Ll5Kk4Jj3Hh2Gg1Ff0Dd",
+}
+
+
+def test_a_key_on_its_own_line_of_a_prompt_is_masked_in_the_stored_text(tmp_path: Path) -> None:
+    content = (
+        f"Credentials:\n{PASTED['openai']}\nand\t{PASTED['google']}\n"
+        f"quoted \\u0022{PASTED['github']}"
+    )
+    body = orjson.dumps(
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": content}]}
+    ).replace(b"\\\\u0022", b"\\u0022")  # the quote as a JSON escape, as some clients write it
+    capture = tmp_path / "pasted.jsonl"
+    capture.write_bytes(line(capture_record(0, body=body)))
+    wh = tmp_path / "wh"
+    result = run([capture], wh)
+    assert [(f.accepted, f.rejected) for f in result.files] == [(1, 0)]
+    text = _every_text(wh)
+    assert "Credentials:" in text  # the prompt text is stored, masked
+    for key in PASTED.values():
+        assert key[8:24] not in text, key
