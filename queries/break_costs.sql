@@ -1,5 +1,5 @@
 -- name: break_costs
--- inputs: cache_breaks, request_costs, price_rows_source
+-- inputs: cache_breaks, request_costs, requests, price_rows_source
 -- output: one row per cache_breaks row with the money the break cost, at the price row
 --   request_costs chose for that request (its time, alias, conditions such as an off-peak
 --   window: one resolution, not a copy of it), in that row's currency.
@@ -19,10 +19,12 @@ WITH breaks AS (
         b.cause, b.tokens_lost,
         c.price_row, c.unpriced_reason,
         c.cache_write_5m_tokens AS w5m, c.cache_write_1h_tokens AS w1h,
+        r.cache_write_tokens AS writes,
         p.currency, p.input_cache_miss_per_mtok AS p_miss, p.input_cache_hit_per_mtok AS p_hit,
         p.cache_write_5m_per_mtok AS p_w5m, p.cache_write_1h_per_mtok AS p_w1h
     FROM cache_breaks AS b
     LEFT JOIN request_costs AS c USING (request_id)
+    LEFT JOIN requests AS r USING (request_id)
     LEFT JOIN price_rows_source AS p ON p.row_id = c.price_row
 ),
 
@@ -36,8 +38,10 @@ written AS (
         CASE WHEN w5m IS NULL AND w1h IS NULL THEN 0
              ELSE least(tokens_lost - least(tokens_lost, coalesce(w1h, 0)), coalesce(w5m, 0))
         END                                                             AS lost_w5m,
-        -- writes reported but their 5m/1h split unknown (request_costs' cache_write_ttl_unknown)
-        coalesce(unpriced_reason = 'cache_write_ttl_unknown', false)    AS split_unknown
+        -- writes reported but their 5m/1h split unknown (request_costs' cache_write_ttl_unknown,
+        -- which it names only when input, read and output are known: a cut stream's writes
+        -- are just as unsplit)
+        writes IS NOT NULL AND w1h IS NULL                              AS split_unknown
     FROM breaks
 ),
 

@@ -25,18 +25,20 @@ PRICE_ROWS = [
     ("anthropic.csv:2", "USD", 3.0, 0.3, 3.75, 6.0),
 ]
 
-# request_id, tokens_lost, price_row, unpriced_reason, 5m writes, 1h writes
+# request_id, tokens_lost, price_row, unpriced_reason, 5m writes, 1h writes, writes reported
 CASES = [
-    ("deepseek", 10_000, "deepseek.csv:9", None, None, None),
-    ("openai", 2_048, "openai.csv:7", None, None, None),
-    ("openai_wrote", 2_048, "openai.csv:7", None, 2_048, None),
-    ("anthropic_5m", 10_000, "anthropic.csv:2", None, 12_000, 0),
-    ("anthropic_mixed", 10_000, "anthropic.csv:2", None, 8_000, 4_000),
-    ("anthropic_part", 10_000, "anthropic.csv:2", None, 3_000, 0),
-    ("anthropic_ttl", 10_000, "anthropic.csv:2", "cache_write_ttl_unknown", None, None),
-    ("unknown_loss", None, "openai.csv:7", None, None, None),
-    ("unknown_price", 5_000, None, "no_price_for_model", None, None),
-    ("cold_unpriced", 0, None, "no_price_for_model", None, None),
+    ("deepseek", 10_000, "deepseek.csv:9", None, None, None, None),
+    ("openai", 2_048, "openai.csv:7", None, None, None, None),
+    ("openai_wrote", 2_048, "openai.csv:7", None, 2_048, 0, 2_048),
+    ("anthropic_5m", 10_000, "anthropic.csv:2", None, 12_000, 0, 12_000),
+    ("anthropic_mixed", 10_000, "anthropic.csv:2", None, 8_000, 4_000, 12_000),
+    ("anthropic_part", 10_000, "anthropic.csv:2", None, 3_000, 0, 3_000),
+    ("anthropic_ttl", 10_000, "anthropic.csv:2", "cache_write_ttl_unknown", None, None, 12_000),
+    # a cut stream: request_costs names the output first, the writes' split is unknown all the same
+    ("anthropic_ttl_cut", 10_000, "anthropic.csv:2", "output_unknown", None, None, 12_000),
+    ("unknown_loss", None, "openai.csv:7", None, None, None, None),
+    ("unknown_price", 5_000, None, "no_price_for_model", None, None, None),
+    ("cold_unpriced", 0, None, "no_price_for_model", None, None, None),
 ]
 
 
@@ -58,7 +60,9 @@ def costs() -> dict[str, tuple[Any, ...]]:
         "CREATE TABLE request_costs (request_id VARCHAR, price_row VARCHAR,"
         " unpriced_reason VARCHAR, cache_write_5m_tokens BIGINT, cache_write_1h_tokens BIGINT)"
     )
-    for rid, lost, row, reason, w5m, w1h in CASES:
+    con.execute("CREATE TABLE requests (request_id VARCHAR, cache_write_tokens BIGINT)")
+    for rid, lost, row, reason, w5m, w1h, writes in CASES:
+        con.execute("INSERT INTO requests VALUES (?, ?)", [rid, writes])
         con.execute(
             "INSERT INTO cache_breaks VALUES (?, 'c', 2, TIMESTAMPTZ '2026-11-16 09:00:00+00',"
             " 'a', 'p', 'm', 'system_changed', ?)",
@@ -114,6 +118,7 @@ def test_an_unknown_loss_price_or_write_lifetime_leaves_the_cost_null_with_its_r
     assert costs["unknown_loss"] == (None, None, None, "loss_unknown")
     assert costs["unknown_price"] == (None, None, None, "no_price_for_model")
     assert costs["anthropic_ttl"] == (None, None, None, "cache_write_ttl_unknown")
+    assert costs["anthropic_ttl_cut"] == (None, None, None, "cache_write_ttl_unknown")
 
 
 def test_a_break_that_lost_nothing_costs_zero_even_without_a_price(
