@@ -4,7 +4,9 @@
 --   session) and what it adds up: tokens, whether input and cache read are both known (the
 --   rows of the token-weighted hit ratio), cost and savings in the currency of the request's
 --   price, the cache breaks of the request and the tokens they lost, and whether the simulator
---   answered. Unknown stays NULL; a request without a cache break lost 0 tokens to one.
+--   answered. Unknown stays NULL; a request without a cache break lost 0 tokens to one; a
+--   request without prompt segments (an OTel span that carried no content) cannot be analysed:
+--   its breaks are unknown (breaks_known false), not 0.
 WITH source AS (
     SELECT * FROM requests
 ),
@@ -40,8 +42,11 @@ final AS (
         c.cost_total,
         c.savings,
         c.unpriced_reason,
-        coalesce(b.cache_breaks, 0)::BIGINT                         AS cache_breaks,
-        CASE WHEN b.request_id IS NULL THEN 0::BIGINT ELSE b.tokens_lost END
+        coalesce(r.segment_count, 0) > 0                            AS breaks_known,
+        CASE WHEN coalesce(r.segment_count, 0) > 0 THEN coalesce(b.cache_breaks, 0) END::BIGINT
+                                                                    AS cache_breaks,
+        CASE WHEN coalesce(r.segment_count, 0) = 0 THEN NULL
+             WHEN b.request_id IS NULL THEN 0::BIGINT ELSE b.tokens_lost END
                                                                     AS tokens_lost_to_breaks,
         coalesce(b.breaks_loss_unknown, 0)::BIGINT                  AS breaks_loss_unknown
     FROM source AS r

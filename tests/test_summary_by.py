@@ -223,3 +223,62 @@ def test_without_by_csv_prints_the_headline_row_for_programs(cli, demo: Warehous
     rel = con.sql("SELECT requests, input_tokens FROM headline")
     values = dict(zip(header.split(","), row.split(","), strict=True))
     assert (int(values["requests"]), int(values["input_tokens"])) == rel.fetchall()[0]
+
+
+def test_an_unpriced_request_does_not_make_its_group_a_mix_of_currencies(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from fixtures.prices import tiny_warehouse as tiny
+
+    # a price row in CNY for a model of the user's own: request "b" finds it, but its cache read
+    # is unknown, so it has the row's currency and no money
+    prices = tmp_path / "cny.csv"
+    prices.write_text(
+        "provider,model,effective_from,effective_to,currency,condition,input_cache_miss_per_mtok,"
+        "input_cache_hit_per_mtok,cache_write_5m_per_mtok,cache_write_1h_per_mtok,"
+        "output_per_mtok,notes,source\n"
+        "deepseek,house-model,2026-01-01T00:00Z,,CNY,,2,0.2,,,3,a user row,none\n",
+        encoding="utf-8",
+    )
+    at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+    wh = tiny.write(
+        tmp_path / "warehouse",
+        [
+            tiny.request("a", at, "openai", "gpt-4.1", input_tokens=1_000,
+                         cache_read_tokens=500, output_tokens=1),
+            tiny.request("b", at, "deepseek", "house-model", input_tokens=2_000,
+                         cache_read_tokens=None, output_tokens=10),
+        ],
+    )  # fmt: skip
+    options = sqlmod.SqlOptions(prices_paths=(prices,))
+    con = sqlmod.connect(wh, options=options, only=["request_costs"])
+    costs = dict(con.sql("SELECT request_id, currency || ' ' || coalesce(cost_total::VARCHAR, '-')"
+                         " FROM request_costs").fetchall())  # fmt: skip
+    assert costs["b"] == "CNY -"  # the case: a currency, no money
+    [(cost_a,)] = con.sql("SELECT cost_total FROM request_costs WHERE request_id = 'a'").fetchall()
+    _con, rel = grouped(wh, "day", options=options)
+    [row] = [dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()]
+    assert (row["currency"], row["requests_unpriced"]) == ("USD", 1)
+    assert cost_a is not None and row["cost"] == pytest.approx(cost_a)
+
+
+def test_a_request_without_prompt_segments_has_unknown_breaks_not_zero(tmp_path: Path) -> None:
+    # OTel spans that carried usage but no prompt content: nothing to find a break in
+    wh = Warehouse(tmp_path / "warehouse")
+    ingest([Path(__file__).parent / "fixtures" / "otlp" / "genai_spans.jsonl"], wh, workers=1)
+    con = sqlmod.connect(wh, only=["requests"])
+    segments = dict(con.sql("SELECT model, segment_count FROM requests").fetchall())
+    assert segments["claude-sonnet-4-5-20250929"] == 0 and segments["gpt-4o"] > 0
+    _con, rel = grouped(wh, "model")
+    rows = {r[0]: dict(zip(rel.columns, r, strict=True)) for r in rel.fetchall()}
+    no_content = rows["claude-sonnet-4-5-20250929"]
+    assert (no_content["cache_breaks"], no_content["tokens_lost_to_breaks"]) == (None, None)
+    assert no_content["requests_breaks_unknown"] == 1
+    con = sqlmod.connect(wh, only=["cache_breaks"])
+    [breaks] = con.sql(
+        "SELECT count(*), sum(tokens_lost) FROM cache_breaks JOIN requests USING (request_id)"
+        " WHERE requests.model = 'gpt-4o'"
+    ).fetchall()
+    with_content = rows["gpt-4o"]  # analysed: its breaks are known (its first turn's row)
+    assert (with_content["cache_breaks"], with_content["tokens_lost_to_breaks"]) == breaks
+    assert with_content["cache_breaks"] == 1 and with_content["requests_breaks_unknown"] == 0

@@ -127,7 +127,8 @@ def _grouped(
     if any(c[-1] for c in cells):
         err(
             "unknown: requests left out of a column because the value is not known (input;"
-            " ratio: input or cache read; unpriced; saved), and breaks whose loss is unknown"
+            " ratio: input or cache read; unpriced; saved; breaks: no prompt segments to"
+            " analyse), and breaks whose loss is unknown"
         )
     simulated = sum(r["requests_simulated"] for r in rows)
     if simulated:
@@ -165,6 +166,7 @@ def _unknowns(row: dict[str, Any]) -> str:
             ("requests_unpriced", "unpriced"),
             ("requests_savings_unknown", "saved"),
             ("breaks_loss_unknown", "break loss"),
+            ("requests_breaks_unknown", "breaks"),
         )
         if row[column]
     ]

@@ -32,8 +32,10 @@ grouped AS (
         sum(cache_read_tokens) FILTER (WHERE ratio_known)::BIGINT       AS cache_read_tokens,
         sum(input_tokens) FILTER (WHERE ratio_known)::BIGINT            AS ratio_input_tokens,
         count(*) FILTER (WHERE NOT ratio_known)                         AS requests_excluded_from_ratio,
-        count(DISTINCT currency)                                        AS currencies,
-        string_agg(DISTINCT currency, '+' ORDER BY currency)            AS currency_list,
+        -- of the priced requests: an unpriced one has its price row's currency, but no money
+        count(DISTINCT currency) FILTER (WHERE cost_total IS NOT NULL)  AS currencies,
+        string_agg(DISTINCT currency, '+' ORDER BY currency)
+            FILTER (WHERE cost_total IS NOT NULL)                       AS currency_list,
         sum(cost_total)                                                 AS cost_sum,
         sum(savings)                                                    AS savings_sum,
         count(*) FILTER (WHERE cost_total IS NULL)                      AS requests_unpriced,
@@ -42,6 +44,7 @@ grouped AS (
         sum(cache_breaks)::BIGINT                                       AS cache_breaks,
         sum(tokens_lost_to_breaks)::BIGINT                              AS tokens_lost_to_breaks,
         sum(breaks_loss_unknown)::BIGINT                                AS breaks_loss_unknown,
+        count(*) FILTER (WHERE NOT breaks_known)                        AS requests_breaks_unknown,
         count(*) FILTER (WHERE simulated)                               AS requests_simulated
     FROM source
     GROUP BY group_key
@@ -64,6 +67,7 @@ final AS (
         cache_breaks,
         tokens_lost_to_breaks,
         breaks_loss_unknown,
+        requests_breaks_unknown,
         requests_simulated
     FROM grouped
 )
