@@ -95,6 +95,24 @@ def test_a_compacted_anthropic_response_keeps_its_top_level_search_count() -> No
     assert usage.web_search_requests == 2
 
 
+def test_a_compaction_pass_without_a_count_leaves_that_sum_unknown_not_short() -> None:
+    # 100 + unknown input is not 100: the request's input is unknown, so it is not priced
+    usage = messages.normalise_usage(
+        {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "iterations": [
+                {"input_tokens": 100_000, "output_tokens": 7, "cache_read_input_tokens": 0},
+                {"output_tokens": 5, "cache_read_input_tokens": 50_000},
+            ],
+        }
+    )
+    assert usage is not None
+    assert usage.input_tokens is None
+    assert usage.output_tokens == 12  # both passes report it
+    assert usage.cache_read_tokens == 50_000
+
+
 def test_the_recorded_code_execution_stream_reports_zero_searches_as_zero() -> None:
     from pathlib import Path
 

@@ -175,23 +175,31 @@ def parse_request(body: Any, url: str = "") -> RequestInfo:
 
 
 def _sum_iterations(iterations: list[Any]) -> dict[str, Any]:
-    """One usage dict whose counts are the sums over the compaction iterations."""
-    out: dict[str, Any] = {}
-    creation: dict[str, int] = {}
-    for item in iterations:
-        if not isinstance(item, dict):
-            continue
-        for key, value in item.items():
-            if isinstance(value, int) and not isinstance(value, bool):
-                out[key] = out.get(key, 0) + value
-        cc = item.get("cache_creation")
-        if isinstance(cc, dict):
-            for key, value in cc.items():
-                if isinstance(value, int) and not isinstance(value, bool):
-                    creation[key] = creation.get(key, 0) + value
-    if creation:
-        out["cache_creation"] = creation
+    """One usage dict whose counts are the sums over the compaction iterations. A count that
+    an iteration does not report (or an iteration that is not an object) leaves the sum
+    unknown, left out, never summed as 0: 100 + unknown is not 100."""
+    items = [item if isinstance(item, dict) else {} for item in iterations]
+    out = _sum_counts(items)
+    breakdowns = [item.get("cache_creation") for item in items]
+    if any(isinstance(cc, dict) for cc in breakdowns):
+        creation = _sum_counts([cc if isinstance(cc, dict) else {} for cc in breakdowns])
+        if creation:
+            out["cache_creation"] = creation
     return out
+
+
+def _sum_counts(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per key, the sum of the whole-number counts over `items`, for the keys every item has."""
+    keys = dict.fromkeys(key for item in items for key, value in item.items() if _is_count(value))
+    return {
+        key: sum(item[key] for item in items)
+        for key in keys
+        if all(_is_count(item.get(key)) for item in items)
+    }
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _pass_prompts(iterations: list[Any]) -> list[int] | None:
