@@ -58,6 +58,16 @@ def test_the_output_tile_counts_the_requests_whose_output_is_unknown(tmp_path) -
     assert '<div class="label">Usage unknown</div><div class="value">1</div>' in html
 
 
+def test_a_week_where_no_request_reported_its_cache_read_has_no_ratio_tokens_not_zero(
+    tmp_path,
+) -> None:
+    # input known, cache read not: the ratio's tokens are unknown, not "0 of 0"
+    rows = [request("u1", "2026-11-24T10:00:00", "deepseek", "deepseek-chat", 1_000, None)]
+    html = week_page(write_requests(tmp_path / "wh", rows), tmp_path / "out")
+    assert "no request reported both input and cache read; 1 request left out" in html
+    assert "0 of 0 tokens" not in html
+
+
 def test_a_model_name_with_a_script_tag_renders_as_text_everywhere(wh, tmp_path) -> None:
     html = week_page(wh, tmp_path / "out")
     assert EVIL not in html

@@ -29,6 +29,14 @@ def _card(label: str, value_html: str, detail: str = "") -> str:
     )
 
 
+def _ratio_detail(read: int | None, input_tokens: int | None) -> str:
+    """The tokens the hit ratio is over; none when no request reported input and read both
+    (their sums are then unknown, not 0)."""
+    if read is None or input_tokens is None:
+        return "no request reported both input and cache read"
+    return f"{read:,} of {input_tokens:,} tokens"
+
+
 def _token_cards(row: Row) -> list[str]:
     excluded = row["requests_excluded_from_ratio"]
     return [
@@ -46,8 +54,8 @@ def _token_cards(row: Row) -> list[str]:
         _card(
             "Hit ratio",
             fmt(row["hit_ratio"], "ratio"),
-            f"{row['ratio_read_tokens'] or 0:,} of {row['ratio_input_tokens'] or 0:,} tokens;"
-            f" {count(excluded, 'request')} left out",
+            _ratio_detail(row["ratio_read_tokens"], row["ratio_input_tokens"])
+            + f"; {count(excluded, 'request')} left out",
         ),
         _card(
             "Output tokens",
