@@ -2,8 +2,9 @@
 -- inputs: request_costs
 -- output: cost per UTC day and currency, the same cost the weekly headline sums
 --   (request_costs.cost_total: a reported cost wins over the computed one), one row per part for
---   stacked bars: uncached input, cache read, cache write and output for computed costs, and one
---   unsplit part for the costs the provider reported. Beside it the day's cost without caching
+--   stacked bars: uncached input, cache read, cache write and output for computed costs (and web
+--   search on a day whose requests paid a search fee), and one unsplit part for the costs the
+--   provider reported, so the parts add up to the day's cost. Beside it the day's cost without caching
 --   (the reference line) with the priced requests it leaves out counted. Every day with a
 --   request has rows: the priced and unpriced counts are on every row of the day, and a day with
 --   no priced request has one row with currency and part NULL.
@@ -36,6 +37,7 @@ days AS (
         sum(coalesce(cost_cache_write_5m, 0) + coalesce(cost_cache_write_1h, 0))
             FILTER (WHERE cost_source = 'computed')                     AS cache_write,
         sum(cost_output) FILTER (WHERE cost_source = 'computed')        AS output,
+        sum(cost_web_search) FILTER (WHERE cost_source = 'computed')    AS web_search,
         sum(cost_total) FILTER (WHERE cost_source = 'reported')         AS reported,
         sum(cost_total)                                                 AS cost_day,
         sum(cost_without_cache)                                         AS cost_without_cache_day,
@@ -56,7 +58,8 @@ parts AS (
     UNION ALL SELECT day, currency, 2, 'cache read', cache_read FROM days WHERE requests_computed > 0
     UNION ALL SELECT day, currency, 3, 'cache write', cache_write FROM days WHERE requests_computed > 0
     UNION ALL SELECT day, currency, 4, 'output', output FROM days WHERE requests_computed > 0
-    UNION ALL SELECT day, currency, 5, 'reported by the provider', reported
+    UNION ALL SELECT day, currency, 5, 'web search', web_search FROM days WHERE web_search > 0
+    UNION ALL SELECT day, currency, 6, 'reported by the provider', reported
     FROM days WHERE requests_reported > 0
 ),
 

@@ -162,6 +162,34 @@ def test_daily_cost_is_split_into_four_parts_with_the_uncached_reference(cost_co
     ]
 
 
+def test_a_day_whose_requests_paid_a_search_fee_has_a_web_search_part(tmp_path: Path) -> None:
+    # 1M uncached x 1.00 + 10 searches x 10.00 per 1,000 = 1.00 + 0.10 USD: the parts add up
+    prices = tmp_path / "prices.csv"
+    prices.write_text(
+        "provider,model,effective_from,effective_to,currency,condition,input_cache_miss_per_mtok,"
+        "input_cache_hit_per_mtok,cache_write_5m_per_mtok,cache_write_1h_per_mtok,output_per_mtok,"
+        "web_search_per_1k,notes,source\n"
+        "testprov,m1,2026-01-01T00:00Z,,USD,,1.00,0.10,,,2.00,10.00,made up for tests,none\n"
+    )
+    searched = {
+        **request("s1", "2026-11-23T10:00:00", "testprov", "m1", 1_000_000, 0, output=0),
+        "web_search_requests": 10,
+    }
+    wh = write_requests(tmp_path / "wh", [searched])
+    con = sql.connect(wh, options=sql.SqlOptions(prices_paths=(prices,)))
+    got = rows(
+        con, "SELECT part, round(cost, 6), round(cost_day, 6) FROM report_cost_daily"
+        " ORDER BY part_order",
+    )  # fmt: skip
+    assert got == [
+        ("uncached input", 1.0, 1.1),
+        ("cache read", 0.0, 1.1),
+        ("cache write", 0.0, 1.1),
+        ("output", 0.0, 1.1),
+        ("web search", 0.1, 1.1),
+    ]
+
+
 def reported_cost_rows():
     """A week where the provider reported some costs (OpenRouter), and a day with no price."""
     return [
