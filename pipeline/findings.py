@@ -114,6 +114,11 @@ class Verdict:
     findings: list[dict[str, Any]] = field(default_factory=list)
     lost_share: float | None = None
     lost_money: dict[str, float] = field(default_factory=dict)
+    # what the two limits leave out as unknown: breaks (provider misses aside) whose loss, or
+    # whose money, is unknown, and requests whose input is unknown (not in the share's input)
+    breaks_loss_unknown: int = 0
+    breaks_unpriced: int = 0
+    requests_input_unknown: int = 0
 
 
 def check(
@@ -127,11 +132,14 @@ def check(
     (provider misses aside: see OURS) / input tokens, over the requests whose input is known."""
     # No finding at all is a loss of 0 (nothing broke); findings whose loss is all unknown
     # leave the share unknown.
-    lost, inputs = con.execute(
+    lost, inputs, loss_unknown, unpriced, input_unknown = con.execute(
         "SELECT (SELECT CASE WHEN count(*) = 0 THEN 0 ELSE sum(tokens_lost) END FROM findings"
         f" WHERE {OURS}),"
-        " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL)"
-    ).fetchone() or (None, None)
+        " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL),"
+        f" (SELECT coalesce(sum(tokens_lost_unknown), 0) FROM findings WHERE {OURS}),"
+        f" (SELECT coalesce(sum(lost_cost_unknown), 0) FROM findings WHERE {OURS}),"
+        " (SELECT count(*) FROM requests WHERE input_tokens IS NULL)"
+    ).fetchone() or (None, None, 0, 0, 0)
     share = float(lost) / float(inputs) if lost is not None and inputs else None
     money = {
         c: float(m)
@@ -157,4 +165,6 @@ def check(
         if hits:
             broken.append(f"cause {cause}: {sum(r['turns'] for r in hits)} breaks")
             culprits += [r for r in hits if r not in culprits]
-    return Verdict(broken, culprits, share, money)
+    return Verdict(
+        broken, culprits, share, money, int(loss_unknown), int(unpriced), int(input_unknown)
+    )

@@ -121,6 +121,26 @@ def test_findings_over_a_period_group_only_its_breaks_and_unbounded_equal_the_vi
     assert all(since <= r["first_seen"] and r["last_seen"] < until for r in rows)
 
 
+def test_check_says_how_many_breaks_and_requests_its_limits_left_out(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    [(loss_unknown, unpriced, input_unknown)] = con.execute(
+        "SELECT (SELECT count(*) FROM cache_breaks WHERE cause NOT IN ('provider_miss',"
+        " 'cold_start') AND tokens_lost IS NULL),"
+        " (SELECT count(*) FROM break_costs WHERE cause NOT IN ('provider_miss', 'cold_start')"
+        " AND lost_cost IS NULL),"
+        " (SELECT count(*) FROM requests WHERE input_tokens IS NULL)"
+    ).fetchall()
+    assert loss_unknown > 0 and unpriced >= loss_unknown and input_unknown > 0  # the demo's
+    done = run_cli("check", "-w", str(wh), "--max-lost-share", "0.99", "-f", "json")
+    doc = json.loads(done.stdout)
+    assert (doc["breaks_loss_unknown"], doc["breaks_unpriced"]) == (loss_unknown, unpriced)
+    assert doc["requests_input_unknown"] == input_unknown
+    text = run_cli("check", "-w", str(wh), "--max-lost-share", "0.99").stdout
+    assert f"left out: {loss_unknown} breaks with unknown loss" in text
+
+
 def test_check_passes_with_a_lost_share_of_0_on_traffic_without_breaks(tmp_path: Path) -> None:
     # one request, a conversation's first turn: nothing earlier to reuse, so nothing lost
     wh = Warehouse(tmp_path / "warehouse")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,9 @@ from pipeline.commands.options import (
     sql_options,
 )
 from pipeline.errors import LimitExceeded, UsageError
+
+if TYPE_CHECKING:
+    from pipeline.findings import Verdict
 
 
 def findings(
@@ -158,13 +161,16 @@ def check(
             "broken": verdict.broken,
             "lost_share": verdict.lost_share,
             "lost_money": verdict.lost_money,
+            "breaks_loss_unknown": verdict.breaks_loss_unknown,
+            "breaks_unpriced": verdict.breaks_unpriced,
+            "requests_input_unknown": verdict.requests_input_unknown,
             "findings": [{k: f[k] for k in (*keys, "fix")} for f in verdict.findings],
         }
         typer.echo(json.dumps(doc, default=str))
     else:
         share = "unknown" if verdict.lost_share is None else f"{verdict.lost_share:.4f}"
         typer.echo(("FAIL: " + "; ".join(verdict.broken)) if verdict.broken else "ok")
-        typer.echo(f"lost share: {share}")
+        typer.echo(f"lost share: {share}{_left_out(verdict)}")
         for f in verdict.findings:
             typer.echo(_finding_line(f))
     if github:
@@ -175,6 +181,20 @@ def check(
             typer.echo(f"::error title=cache break {f['cause']}::{_escape(message)}", err=True)
     if verdict.broken:
         raise LimitExceeded("cache breaks over the limit: " + "; ".join(verdict.broken))
+
+
+def _left_out(verdict: Verdict) -> str:
+    """What the limits could not count, as the summary says it: never silently 0."""
+    parts = [
+        f"{n:,} {label}"
+        for n, label in (
+            (verdict.breaks_loss_unknown, "breaks with unknown loss"),
+            (verdict.breaks_unpriced, "breaks unpriced"),
+            (verdict.requests_input_unknown, "requests with unknown input"),
+        )
+        if n
+    ]
+    return f" (left out: {', '.join(parts)})" if parts else ""
 
 
 def _finding_line(f: dict[str, Any]) -> str:
