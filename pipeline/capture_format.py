@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from pipeline.records import Exchange
-from pipeline.redact import account_of, redact_headers, redact_url
+from pipeline.redact import account_of, cut_text, redact_headers, redact_url
 
 SCHEMA_VERSION = 1
 
@@ -136,10 +136,11 @@ def parse_timestamp(value: Any, name: str = "started_at") -> datetime:
     try:
         ts = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise RecordError(f"{name} is not a timestamp: {value[:40]!r}") from exc
+        raise RecordError(f"{name} is not a timestamp: {cut_text(value, 40)!r}") from exc
     if ts.tzinfo is None:
         raise RecordError(
-            f"{name} has no time zone: {value[:40]!r} (write it with its offset, e.g. Z for UTC)"
+            f"{name} has no time zone: {cut_text(value, 40)!r}"
+            " (write it with its offset, e.g. Z for UTC)"
         )
     return ts.astimezone(UTC)
 

@@ -35,7 +35,7 @@ from pipeline.ingest_buffers import (
 from pipeline.ingest_plan import MAX_RECORD_BYTES, Record, Task
 from pipeline.normalise import RejectRecord, Skip, normalise
 from pipeline.records import Exchange, Reject
-from pipeline.redact import redact_text
+from pipeline.redact import cut, redact_text
 from pipeline.sources import iter_source
 from pipeline.sources.har import RangeMismatch
 from pipeline.warehouse import Warehouse, source_key
@@ -126,7 +126,7 @@ class Worker:
                 skipped += 1
                 continue
             except RejectRecord as exc:
-                excerpt = redact_text(item.request_body[:200].decode("utf-8", "replace"))
+                excerpt = redact_text(cut(item.request_body, 200).decode("utf-8", "replace"))
                 buffers.reject(Reject(item.source, item.index, str(exc), excerpt), now)
                 rejected += 1
                 continue

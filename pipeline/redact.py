@@ -233,6 +233,36 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts) if changed else url
 
 
+# The end of what a cut kept when it fell inside a run of characters without a separator: a key cut
+# in two no longer has the length or shape the masks look for, so its first part would be kept.
+_TRAILING_RUN = r"""[^\s"'`,;:{}\[\]()<>|]+\Z"""
+_TRAILING_RUN_TEXT = re.compile(_TRAILING_RUN)
+_TRAILING_RUN_BYTES = re.compile(_TRAILING_RUN.encode())
+
+
+def cut(data: bytes, limit: int) -> bytes:
+    """The first `limit` bytes of `data` to quote in an excerpt or a message, less a token the
+    cut falls inside: mask what is kept afterwards (`redact_text`) and no part of a key is left."""
+    if len(data) <= limit:
+        return data
+    head = data[:limit]
+    if _TRAILING_RUN_BYTES.match(data, limit, limit + 1) is None:
+        return head  # the cut is on a separator: the last token ended with the head
+    found = _TRAILING_RUN_BYTES.search(head)
+    return head[: found.start()] if found else head
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`cut` for text."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    if _TRAILING_RUN_TEXT.match(text, limit, limit + 1) is None:
+        return head
+    found = _TRAILING_RUN_TEXT.search(head)
+    return head[: found.start()] if found else head
+
+
 def redact_text(text: str) -> str:
     """Mask key-shaped substrings in free text (reject excerpts, error messages)."""
     text = _KEY_PATTERN.sub(REDACTED, text)

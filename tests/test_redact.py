@@ -230,3 +230,18 @@ def test_a_key_after_a_json_escape_is_masked_at_every_level_of_escaping() -> Non
         assert json.loads(masked)  # still JSON, byte counts kept
     assert key[8:] not in mask_texts([body])[0].as_py()
     assert key[8:] not in redact_text(capture_line)
+
+
+def test_a_cut_inside_a_key_drops_the_part_of_it_before_the_cut() -> None:
+    from pipeline.redact import cut, cut_text
+
+    key = "AIza" + "Qx7Wv6Ut5Sr4Pq3On2Ml1Kj0Ih9Gf8Ed7"  # 38 characters
+    data = ("x" * 150 + " key: " + key + " tail").encode()
+    # cut 10 characters into the key: too short to be recognised, so none of it is kept
+    assert cut(data, 166) == ("x" * 150 + " key: ").encode()
+    assert cut_text(data.decode(), 166) == "x" * 150 + " key: "
+    # a cut right after the key or on a separator keeps what is before it
+    assert cut(data, 156 + len(key)) == data[: 156 + len(key)]
+    assert cut(b"abc def", 4) == b"abc " and cut(b"abc def", 3) == b"abc"
+    assert cut(b"short", 200) == b"short"
+    assert cut(b"x" * 300, 200) == b""  # one run without a separator: nothing to quote safely

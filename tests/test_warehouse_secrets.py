@@ -179,3 +179,27 @@ def test_a_key_on_its_own_line_of_a_prompt_is_masked_in_the_stored_text(tmp_path
     assert "Credentials:" in text  # the prompt text is stored, masked
     for key in PASTED.values():
         assert key[8:24] not in text, key
+
+
+def test_a_key_cut_by_an_excerpt_or_a_message_leaves_no_part_of_it(tmp_path: Path) -> None:
+    # byte 200 of each falls inside the key: a rejected body's excerpt, a 401 page's message
+    key = PASTED["google"]
+    prefix = b"x" * (200 - 10) + b" "  # the key starts at byte 191 and runs past 200
+    not_json = prefix + key.encode() + b" and more"
+    rejected = capture_record(0, body=not_json)
+    page = capture_record(1)
+    page["response"] = {
+        "status": 401,
+        "headers": [["content-type", "text/html"]],
+        "body": (prefix + key.encode() + b" more</p>").decode(),
+        "body_encoding": "utf-8",
+        "chunks": None,
+    }
+    capture = tmp_path / "cut.jsonl"
+    capture.write_bytes(line(rejected) + line(page))
+    wh = tmp_path / "wh"
+    result = run([capture], wh)
+    assert [(f.accepted, f.rejected) for f in result.files] == [(1, 1)]
+    text = _every_text(wh)
+    assert "xxxxxxxxxx" in text  # the excerpt and the message are there, without the key
+    assert key[4:9] not in text, key

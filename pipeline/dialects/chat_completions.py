@@ -52,6 +52,7 @@ from pipeline.dialects.common import (
 )
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+from pipeline.redact import cut
 from pipeline.streams import (
     is_plain_data_stream,
     is_stream_body,
@@ -278,7 +279,7 @@ def _parse_any_stream(body: bytes, provider: str) -> ResponseInfo:
         except orjson.JSONDecodeError:
             if event.event == "error":
                 errored = True
-                error_type, error_message = "error", data[:200].decode("utf-8", "replace")
+                error_type, error_message = "error", cut(data, 200).decode("utf-8", "replace")
             continue
         if not isinstance(chunk, dict):
             continue

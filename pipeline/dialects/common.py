@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from pipeline.records import ResponseInfo, SegmentRaw
+from pipeline.redact import cut
 
 # Order-preserving compact JSON: no key sorting, so a reorder the provider sees is a change.
 # orjson.dumps itself, not a wrapper: it runs once per prompt segment on the ingest hot path.
@@ -107,5 +108,5 @@ def http_error(body: bytes, etype_hint: str | None = None) -> ResponseInfo:
     etype, message = error_fields(obj)
     etype = etype or etype_hint
     if obj is None and body.strip():
-        message = body.strip()[:200].decode("utf-8", "replace")
+        message = cut(body.strip(), 200).decode("utf-8", "replace")
     return ResponseInfo(outcome="http_error", usage=None, error_type=etype, error_message=message)

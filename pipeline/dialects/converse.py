@@ -44,6 +44,7 @@ from pipeline.dialects.common import as_str, header, http_error, loads_lenient, 
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
 from pipeline.eventstream import iter_eventstream
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+from pipeline.redact import cut
 
 API = "converse"
 
@@ -248,7 +249,7 @@ def _parse_stream(body: bytes) -> ResponseInfo:
         mtype = msg.header(":message-type")
         if mtype in ("exception", "error"):
             error_type = msg.header(":exception-type") or msg.header(":error-code") or mtype
-            error_message = msg.header(":error-message") or msg.payload[:200].decode(
+            error_message = msg.header(":error-message") or cut(msg.payload, 200).decode(
                 "utf-8", "replace"
             )
             continue

@@ -56,6 +56,7 @@ from pipeline.dialects.common import header, http_error
 from pipeline.dialects.converse import amzn_error_type, model_from_url
 from pipeline.eventstream import iter_eventstream
 from pipeline.records import RequestInfo, ResponseInfo, Usage
+from pipeline.redact import cut
 
 API = "invoke_model"
 
@@ -184,7 +185,7 @@ def _parse_stream(body: bytes) -> ResponseInfo:
                 text = payload.get("message") or payload.get("Message")
                 message = text if isinstance(text, str) else None
             if message is None:
-                message = msg.payload[:200].decode("utf-8", "replace")
+                message = cut(msg.payload, 200).decode("utf-8", "replace")
             acc.fail(msg.header(":exception-type") or msg.header(":error-code") or mtype, message)
             continue
         try:

@@ -50,6 +50,7 @@ from pipeline.dialects.fields import (
     total,
 )
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+from pipeline.redact import cut
 from pipeline.streams import is_stream_body, iter_sse
 
 API = "messages"
@@ -396,7 +397,7 @@ def _parse_stream(body: bytes) -> ResponseInfo:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError:
             if event.event == "error":
-                acc.fail("error", data[:200].decode("utf-8", "replace"))
+                acc.fail("error", cut(data, 200).decode("utf-8", "replace"))
             continue
         if not isinstance(obj, dict):
             continue

@@ -32,6 +32,7 @@ from pipeline.dialects.chat_completions import retention_ttls
 from pipeline.dialects.common import as_str, error_fields, http_error, loads_lenient, segment
 from pipeline.dialects.fields import DialectMap, first, never, read_usage, src
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
+from pipeline.redact import cut
 from pipeline.streams import is_stream_body, iter_sse
 
 API = "responses"
@@ -219,7 +220,7 @@ def _parse_stream(body: bytes) -> ResponseInfo:
         except orjson.JSONDecodeError:
             if event.event == "error":
                 error_type = "error"
-                error_message = data[:200].decode("utf-8", "replace")
+                error_message = cut(data, 200).decode("utf-8", "replace")
             continue
         if not isinstance(obj, dict):
             continue

@@ -15,6 +15,7 @@ from pipeline.redact import (
     REDACTED,
     SECRET_HEADERS,
     SECRET_QUERY_PARAMS,
+    cut,
     is_secret_name,
     redact_text,
 )
@@ -59,7 +60,7 @@ def _mask_otlp_secrets(text: str) -> str:
 
 def redact_excerpt(raw: bytes, limit: int = 200) -> str:
     """At most `limit` characters of an unreadable record, with secrets masked."""
-    text = raw[: limit * 2].decode("utf-8", "replace")
+    text = cut(raw, limit * 2).decode("utf-8", "replace")  # no key cut in two at its end
     if "stringValue" in text:
         text = _mask_otlp_secrets(text)
     for pattern in (_SECRET_VALUE, _ANY_VALUE, _SECRET_PARAM):

@@ -41,7 +41,7 @@ import orjson
 from pipeline.capture_format import RecordError, parse_timestamp
 from pipeline.errors import InputError
 from pipeline.records import Exchange, Reject
-from pipeline.redact import account_of, redact_headers, redact_url
+from pipeline.redact import account_of, cut, redact_headers, redact_url
 from pipeline.sources import damage_of, open_binary
 
 READ_BYTES = 4 * 1024 * 1024
@@ -628,7 +628,7 @@ def read_entry(entry: Any, source: str, index: int) -> Exchange | Reject:
     try:
         return entry_to_exchange(entry, source, index)
     except (RecordError, TypeError, ValueError, AttributeError) as exc:
-        text = _excerpt(orjson.dumps(entry)[:200])
+        text = _excerpt(cut(orjson.dumps(entry), 200))
         return Reject(source, index, f"HAR entry not readable: {exc}", text)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from pipeline.records import Exchange, Reject
+from pipeline.redact import cut
 from pipeline.sources import damage_of, open_binary
 from pipeline.sources.capture import NO_LIMIT, long_line_reject, redact_excerpt, without_bom
 
@@ -110,7 +111,7 @@ def span_to_exchange(
         raise ValueError("span has no startTimeUnixNano")
     if start is None or start < _EARLIEST_START:
         # 0, before 2000 or not a time at all: a row in 1970 would reach every weekly report
-        shown = orjson.dumps(raw_start)[:40].decode("utf-8", "replace")
+        shown = cut(orjson.dumps(raw_start), 40).decode("utf-8", "replace")
         raise ValueError(
             f"span startTimeUnixNano {shown} is not a time (nanoseconds since 1970 as an"
             " unsigned 64-bit integer, after 2000)"

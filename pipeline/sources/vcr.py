@@ -34,7 +34,7 @@ import yaml
 from pipeline.capture.decode import BodyDecoder
 from pipeline.capture_format import RecordError
 from pipeline.records import Exchange, Reject
-from pipeline.redact import account_of, redact_headers, redact_url
+from pipeline.redact import account_of, cut, cut_text, redact_headers, redact_url
 from pipeline.sources import open_binary
 
 # A YAML cassette: `interactions:` as a top-level key (vcrpy sorts keys, so it comes first; a
@@ -167,7 +167,9 @@ def interaction_to_exchange(interaction: Any, source: str, index: int) -> Exchan
     if status_value is not None and (
         not isinstance(status_value, int) or isinstance(status_value, bool)
     ):
-        raise RecordError(f"response status code is not a number: {str(status_value)[:40]!r}")
+        raise RecordError(
+            f"response status code is not a number: {cut_text(str(status_value), 40)!r}"
+        )
     body = response.get("body")
     if isinstance(body, dict):
         raw_body = _bytes(body.get("string"), "response.body.string")
@@ -199,7 +201,7 @@ def _excerpt(interaction: Any) -> str:
         raw = orjson.dumps(interaction, default=repr)
     except TypeError:
         raw = repr(interaction).encode()
-    return redact_excerpt(raw[:400])
+    return redact_excerpt(cut(raw, 400))
 
 
 # A YAML anchor (`key: &id001`, `- &id001`): an alias to it may sit in another interaction, so
