@@ -119,8 +119,11 @@ _PARAM_IN_TEXT = re.compile(
 # `api-key: ...` / `"x-api-key": "..."` / `x-auth-token=...` inside free text.
 # A value keeps going through a JSON escape (`\/` as some writers send `/`): stopping at the first
 # backslash left the rest of a key on disk.
+# The value may be the first item of a list, as VCR cassettes write headers: `name: ["..."]` in
+# JSON, `name:` then `- ...` in YAML.
 _HEADER_IN_TEXT = re.compile(
-    rf"(?i)((?<![\w.-])(?:{_NAME})\\?\"?\s*[:=]\s*\\?\"?)(?:[^\s\"'\\,;]|\\[^\s\"'])+"
+    rf"(?i)((?<![\w.-])(?:{_NAME})\\?\"?\s*[:=]\s*(?:\[\s*|-\s+)?\\?\"?)"
+    rf"(?:[^\s\"'\\,;]|\\[^\s\"'])+"
 )
 # `["x-auth-token", "..."]`: a header pair of a capture record quoted in an excerpt.
 _HEADER_PAIR_IN_TEXT = re.compile(rf'(?i)((?<![\w.-])(?:{_NAME})\\?"\s*,\s*\\?")(?:[^"\\]|\\.)*')

@@ -245,3 +245,12 @@ def test_a_cut_inside_a_key_drops_the_part_of_it_before_the_cut() -> None:
     assert cut(b"abc def", 4) == b"abc " and cut(b"abc def", 3) == b"abc"
     assert cut(b"short", 200) == b"short"
     assert cut(b"x" * 300, 200) == b""  # one run without a separator: nothing to quote safely
+
+
+def test_a_header_written_as_a_list_as_vcr_cassettes_do_is_masked_in_free_text() -> None:
+    value = "068bb4d2e9f1a3c5b7d9e0f2a4c6e8b0"
+    yaml = f"headers:\n  api-key:\n  - {value}\n  cookie:\n  - session-{value}\n"
+    as_json = json.dumps({"headers": {"api-key": [value], "X-Api-Token": [value]}})
+    for text in (yaml, as_json, as_json.replace('": ["', '":["')):
+        masked = redact_text(text)
+        assert value not in masked and REDACTED in masked, masked
