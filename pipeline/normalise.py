@@ -20,7 +20,7 @@ from pipeline.dialects import DIALECTS
 from pipeline.dialects.common import header
 from pipeline.dialects.fields import consistent, within_range
 from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
-from pipeline.redact import redact_text
+from pipeline.redact import account_label, redact_text, without_keys
 from pipeline.streams import is_stream_body
 
 _EMPTY_PREFIX = b"\x00" * 16
@@ -403,13 +403,13 @@ def build(
         "provider": provider,
         "api": api,
         "host": host,
-        "path": parts.path,
+        "path": without_keys(parts.path),
         "model": response.model or request.model,
         "requested_model": request.model,
-        "account": exchange.account,
-        "session_id": exchange.session_id,
-        "agent": exchange.agent,
-        "tags": exchange.tags or None,
+        "account": account_label(exchange.account),
+        "session_id": without_keys(exchange.session_id),
+        "agent": without_keys(exchange.agent),
+        "tags": [t for t in map(without_keys, exchange.tags or ()) if t is not None] or None,
         "stream": stream,
         "status_code": exchange.status,
         "outcome": response.outcome,

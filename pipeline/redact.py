@@ -275,6 +275,24 @@ def redact_text(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=4096)  # a capture repeats its paths, sessions and agents on every record
+def without_keys(value: str | None) -> str | None:
+    """A name a capture gives (a session, an agent, a tag, a URL path) with a key-shaped part
+    masked: a tool that put a key there must not have it stored. One search when there is none."""
+    if value is None or not _KEY_VALUE.search(value):
+        return value
+    return _KEY_VALUE.sub(REDACTED, value)  # anywhere: `s-sk-proj-...` is a key after `s-`
+
+
+@lru_cache(maxsize=4096)
+def account_label(value: str | None) -> str | None:
+    """An account as a capture names it, or the key's fingerprint where a key was written
+    there: the account still groups the traffic of one key, and the key is not stored."""
+    if value is None or not _KEY_VALUE.search(value):
+        return value
+    return fingerprint(value)
+
+
 # --- bodies: what a capture line and the stored prompt text may carry ----------------------
 # A body can hold a key anywhere: a credential field of a gateway's request (`"api_key": ...`),
 # a provider's 401 error quoting the key, a key pasted into a prompt. Bodies are masked by value

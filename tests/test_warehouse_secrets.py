@@ -203,3 +203,19 @@ def test_a_key_cut_by_an_excerpt_or_a_message_leaves_no_part_of_it(tmp_path: Pat
     text = _every_text(wh)
     assert "xxxxxxxxxx" in text  # the excerpt and the message are there, without the key
     assert key[4:9] not in text, key
+
+
+def test_a_key_written_as_the_account_a_hint_or_a_url_path_is_not_stored(tmp_path: Path) -> None:
+    key = PASTED["openai"]
+    rec = capture_record(0, url=f"https://llm-proxy.example.com/{key}/v1/chat/completions")
+    rec["account"] = key  # a hook that wrote the caller's key where the account goes
+    rec["hints"] = {"session_id": f"s-{key}", "agent": f"agent {key}", "tags": ["ok", key]}
+    capture = tmp_path / "named.jsonl"
+    capture.write_bytes(line(rec))
+    wh = tmp_path / "wh"
+    result = run([capture], wh)
+    assert [(f.accepted, f.rejected) for f in result.files] == [(1, 0)]
+    text = _every_text(wh)
+    assert key[8:24] not in text
+    assert _fingerprint(key) in text  # the account still groups that key's traffic
+    assert "/v1/chat/completions" in text and '"ok"' in text
