@@ -45,8 +45,12 @@ def _is_query_interrupt(exc: BaseException | None) -> bool:
     like any error. Told apart by the exact message: a Ctrl-C is never "a bug"."""
     import duckdb  # imported with the CLI already (pipeline/__main__.py)
 
-    return isinstance(exc, duckdb.InterruptException) or (
-        type(exc) is RuntimeError and str(exc) == "Query interrupted"
+    return (
+        isinstance(exc, duckdb.InterruptException)
+        or (type(exc) is RuntimeError and str(exc) == "Query interrupted")
+        # a Ctrl-C while DuckDB called back into Python (the row count of a registered Arrow
+        # table, an import): DuckDB reports the callback's KeyboardInterrupt as its own error
+        or (isinstance(exc, duckdb.Error) and "KeyboardInterrupt" in str(exc))
     )
 
 

@@ -17,8 +17,12 @@ query and only in the main thread (https://github.com/duckdb/duckdb/issues/10216
 https://github.com/duckdb/duckdb/issues/15925): a query whose main thread was waiting on a
 long task went on to its end, then raised "Query interrupted" (2 of 16 tries of a 7 s query
 here; a 64 s one ran to its end). So the signal also wakes a thread of ours
-(`signal.set_wakeup_fd`), which interrupts every connection registered here; DuckDB stops the
-query at its next chunk with InterruptException, which the CLI reports as `interrupted`.
+(`signal.set_wakeup_fd`). It gives DuckDB's own check GRACE_S first: that path takes the
+Ctrl-C as Python's KeyboardInterrupt and stops the query with nothing left to raise, so the
+clean-up code after it runs as it always did. A query still running then is interrupted: DuckDB
+stops it at its next chunk with InterruptException, which the CLI reports as `interrupted`;
+Python then raises the Ctrl-C's KeyboardInterrupt at the first function the clean-up calls, so
+a clean-up of two steps puts the second in a `finally` of its own.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ import os
 import signal
 import socket
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
 _Connection = TypeVar("_Connection")
+# How long a Ctrl-C is left to DuckDB's own check before the watcher interrupts the queries.
+GRACE_S = 1.0
 # Connections a Ctrl-C interrupts: those of this process that `interruptible` was given.
 _connections: weakref.WeakSet[Any] = weakref.WeakSet()
 # The sockets the signal writes to and the watching thread reads from, once installed.
@@ -96,10 +103,22 @@ def _install_watcher() -> None:
 
 def _interrupt_on_ctrl_c(reader: socket.socket) -> None:
     while data := reader.recv(64):
-        if signal.SIGINT in data and not _held_depth:
-            for con in list(_connections):
-                with contextlib.suppress(Exception):  # closed meanwhile: nothing to stop
-                    con.interrupt()
+        if signal.SIGINT not in data or _held_depth:
+            continue
+        # the connections of this Ctrl-C: not one a program that went on afterwards opens later
+        connections = _registered()
+        time.sleep(GRACE_S)
+        for con in connections:
+            with contextlib.suppress(Exception):  # closed meanwhile: nothing to stop
+                con.interrupt()
+
+
+def _registered() -> list[Any]:
+    while True:
+        try:
+            return list(_connections)
+        except RuntimeError:  # the main thread registered one meanwhile ("changed size")
+            continue
 
 
 def _forget_in_child() -> None:

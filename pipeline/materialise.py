@@ -20,10 +20,11 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -44,6 +45,8 @@ from pipeline import (
 from pipeline.errors import NotFoundError, QueryError
 from pipeline.sql_text import one_line, path_literal, quoted
 from pipeline.warehouse import Warehouse
+
+_T = TypeVar("_T")
 
 # The stored views that look back without a horizon, so that after an ingest a build computes
 # them from the first day request_prefix computed again: how each does it
@@ -225,17 +228,21 @@ def _build_views(
         path = derived.derived_path(wh, name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         extra: dict[str, object] = {}
-        with _removed_on_failure(tmp, f"building {name}"):
-            if name == prefix_days.VIEW:
-                rows, extra, prefix_since = _write_by_day(
-                    wh, options, session, tmp, force, group_segments, progress
-                )
-            elif name in FROM_FIRST_DAY:
-                rows, extra = _write_from_first_day(
-                    wh, options, session, name, tmp, prefix_since, progress
-                )
-            else:
-                rows = _write_view(session.con(), name, tmp)
+        if name == prefix_days.VIEW:
+            rows, extra, prefix_since = _removed_on_failure(
+                tmp, f"building {name}",
+                partial(_write_by_day, wh, options, session, tmp, force, group_segments, progress),
+            )  # fmt: skip
+        elif name in FROM_FIRST_DAY:
+            rows, extra = _removed_on_failure(
+                tmp, f"building {name}",
+                partial(_write_from_first_day, wh, options, session, name, tmp, prefix_since,
+                        progress),
+            )  # fmt: skip
+        else:
+            rows = _removed_on_failure(
+                tmp, f"building {name}", partial(_write_view, session.con(), name, tmp)
+            )
         if path.is_dir() or tmp.is_dir():
             # a folder (request_prefix's days, or another engine's parts) cannot be swapped in
             # one step; a file replacing a file is. The stamp goes first: a build that dies
@@ -374,18 +381,21 @@ def lay_out_by_day(
     one engine cannot seed the other's, so a DuckDB build after a Spark build computes every
     day, as before."""
     con = ctrl_c.interruptible(duckdb.connect())
+
+    def store() -> tuple[int, dict[str, object]]:
+        con.execute("SET TimeZone = 'UTC'")
+        _limit_build_memory(con, derived.derived_path(wh, name).parent / ".spill")
+        files = sorted(str(p) for p in parts.rglob("*.parquet"))
+        if files:
+            con.sql("SELECT * FROM read_parquet($p)", params={"p": files}).create_view(name)
+        else:
+            sql.create_empty_table(con, name, name)
+        out.mkdir(parents=True)
+        _writer(name)(con, f"SELECT * FROM {quoted(name)}", out)
+        return _finish_days(lambda: con, name, out, days)
+
     try:
-        with _removed_on_failure(out, f"storing {name} by day"):
-            con.execute("SET TimeZone = 'UTC'")
-            _limit_build_memory(con, derived.derived_path(wh, name).parent / ".spill")
-            files = sorted(str(p) for p in parts.rglob("*.parquet"))
-            if files:
-                con.sql("SELECT * FROM read_parquet($p)", params={"p": files}).create_view(name)
-            else:
-                sql.create_empty_table(con, name, name)
-            out.mkdir(parents=True)
-            _writer(name)(con, f"SELECT * FROM {quoted(name)}", out)
-            rows, counted = _finish_days(lambda: con, name, out, days)
+        rows, counted = _removed_on_failure(out, f"storing {name} by day", store)
     finally:
         con.close()
     base = derived.view_stamp(wh, name, options, state=SPARK_DAYS)
@@ -421,17 +431,24 @@ def _finish_days(
     return sum(per_folder.values()), {day_folders.DAY_ROWS: per_folder}
 
 
-@contextmanager
-def _removed_on_failure(path: Path, what: str) -> Iterator[None]:
-    """Remove what the block wrote at `path` if it fails; a DuckDB error becomes a QueryError
-    saying `what` was being done."""
+def _removed_on_failure(path: Path, what: str, write: Callable[[], _T]) -> _T:
+    """`write()`, and what it wrote at `path` removed if it fails; a DuckDB error becomes a
+    QueryError saying `what` was being done.
+
+    A query a Ctrl-C interrupted (pipeline/ctrl_c.py) leaves Python's KeyboardInterrupt to be
+    raised at the first function called after it: here, as the removal starts. So the removal
+    runs once more if the Ctrl-C cut it short. (As a context manager this ran too late:
+    contextlib's own `__exit__` took the KeyboardInterrupt before the clean-up was reached.)"""
     try:
-        yield
-    except duckdb.Error as exc:
-        _remove(path)
-        raise QueryError(f"{what}: {one_line(exc)}") from exc
-    except BaseException:
-        _remove(path)
+        return write()
+    except BaseException as exc:
+        try:
+            _remove(path)
+        except KeyboardInterrupt:
+            _remove(path)
+            raise
+        if isinstance(exc, duckdb.Error) and not isinstance(exc, duckdb.InterruptException):
+            raise QueryError(f"{what}: {one_line(exc)}") from exc
         raise
 
 

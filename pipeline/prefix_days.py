@@ -326,8 +326,10 @@ def compute_days(
             write_days(con, f"SELECT * FROM {quoted(VIEW)}", out)
         return todo
     finally:
-        con.close()
-        scopes.unlink(missing_ok=True)
+        try:
+            con.close()
+        finally:  # a Ctrl-C raised as the first step returns must not keep the scopes file
+            scopes.unlink(missing_ok=True)
 
 
 def _compute_run(

@@ -93,9 +93,11 @@ def write_in_groups(
             rows += _write_count(con, out)
         return rows
     finally:
-        for stage in STAGES:
-            sql.create_query_view(con, queries[stage])
-        shutil.rmtree(work, ignore_errors=True)
+        try:
+            for stage in STAGES:
+                sql.create_query_view(con, queries[stage])
+        finally:  # a Ctrl-C raised as the first step starts must not keep the work folder
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _write_count(con: duckdb.DuckDBPyConnection, out: Path) -> int:
