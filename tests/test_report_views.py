@@ -100,6 +100,11 @@ def test_latency_bins_read_share_in_tenths_by_delivery_and_skips_unknown_timing(
         ("streamed", 0.2, 0.3, 1, 400.0),
         ("streamed", 0.8, 0.9, 1, 300.0),
     ]
+    # and the two left out are counted on every row of the week
+    left_out = rows(
+        con, "SELECT DISTINCT requests_left_out FROM report_latency WHERE week = DATE '2026-11-23'"
+    )
+    assert left_out == [(2,)]
 
 
 def test_a_full_cache_read_falls_in_the_top_latency_bin(tmp_path: Path) -> None:

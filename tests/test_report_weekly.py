@@ -41,6 +41,8 @@ def test_the_weekly_page_shows_the_headline_numbers_of_that_week_only(wh, tmp_pa
     assert '<div class="label">Input tokens</div><div class="value">13,000</div>' in html
     assert '<div class="value">36.7%</div>' in html
     assert "3,300 of 9,000 tokens; 2 requests left out" in html
+    # r4 (no timing) and r5 (no usage) are not in the latency chart, and its caption says so
+    assert "2 requests of the week without a recorded time to first text or usage are left" in html
     assert '<div class="label">Usage unknown</div><div class="value">1</div>' in html
     assert "Mon 23 Nov 2026 to Sun 29 Nov 2026 (UTC) · 5 requests" in html
     assert "2026-12-01 09:00:00 UTC" in html

@@ -5,7 +5,15 @@ from __future__ import annotations
 import altair as alt
 
 from pipeline.reports.data import Row, WeekData, missing_reason
-from pipeline.reports.section import CHART_HEIGHT, CHART_WIDTH, Chart, Section, spec, unavailable
+from pipeline.reports.section import (
+    CHART_HEIGHT,
+    CHART_WIDTH,
+    Chart,
+    Section,
+    count,
+    spec,
+    unavailable,
+)
 
 VIEW = "report_latency"
 VIEWS = {VIEW: "requests"}
@@ -52,6 +60,11 @@ def build(data: WeekData) -> Section:
         return unavailable("latency", TITLE, CAPTION, reason)
     rows = data.get(VIEW)
     section = Section("latency", TITLE, CAPTION)
+    if left_out := max((r["requests_left_out"] or 0 for r in rows), default=0):
+        section.caption += (
+            f" {count(left_out, 'request')} of the week without a recorded time to first text"
+            f" or usage {'is' if left_out == 1 else 'are'} left out."
+        )
     if not rows:
         section.note = "no request this week has both timing and usage recorded"
         return section
