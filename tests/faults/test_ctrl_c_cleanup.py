@@ -11,8 +11,9 @@ from typing import Any
 
 import duckdb
 import pytest
+from test_ctrl_c_during_query import exit_of_main
 
-from pipeline import cli, materialise, prefix_groups, sql
+from pipeline import materialise, prefix_groups, sql
 
 
 def _interrupted() -> None:
@@ -76,9 +77,4 @@ def test_a_ctrl_c_that_reaches_duckdb_through_a_python_callback_is_interrupted_n
             " 'price_rows_source' failed: KeyboardInterrupt:"
         )
 
-    monkeypatch.setattr(cli, "app", callback_interrupted)
-    monkeypatch.setattr(cli, "_said", [])
-    with pytest.raises(SystemExit) as exit_:
-        cli.main()
-    assert exit_.value.code == 130
-    assert capsys.readouterr().err == "interrupted\n"
+    assert exit_of_main(monkeypatch, capsys, callback_interrupted) == (130, "interrupted\n")

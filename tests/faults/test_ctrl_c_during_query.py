@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -29,6 +30,17 @@ from pipeline.warehouse import Warehouse
 # in-process tries; pipeline/ctrl_c.py's watcher stops it now, test_ctrl_c_stops_queries.py),
 # and raised the same error then, so a short query keeps this test quick either way.
 LONG_QUERY = "select count(*) from range(2000000000) t(a) where a % 7 = 3"
+
+
+def exit_of_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], app: Callable[[], None]
+) -> tuple[object, str]:
+    """(exit code, stderr) of the CLI's `main` when the command it runs is `app`."""
+    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr(cli, "_said", [])  # "interrupted" is said once per process
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    return exit_.value.code, capsys.readouterr().err
 
 
 def _ctrl_c_as_at_a_terminal() -> None:
@@ -75,12 +87,7 @@ def test_duckdbs_own_interrupt_is_a_ctrl_c_too(
         threading.Timer(0.2, con.interrupt).start()
         con.execute(LONG_QUERY).fetchall()
 
-    monkeypatch.setattr(cli, "app", interrupted_query)
-    monkeypatch.setattr(cli, "_said", [])  # "interrupted" is said once per process
-    with pytest.raises(SystemExit) as exit_:
-        cli.main()
-    assert exit_.value.code == 130
-    assert capsys.readouterr().err == "interrupted\n"
+    assert exit_of_main(monkeypatch, capsys, interrupted_query) == (130, "interrupted\n")
 
 
 def test_an_interrupt_is_not_told_as_an_error_of_the_statement() -> None:
@@ -100,12 +107,7 @@ def test_an_interrupt_inside_a_step_that_tells_duckdb_errors_its_way_is_a_ctrl_c
         threading.Timer(0.2, con.interrupt).start()
         sql.compute_once(con, Query("long", tmp_path / "long.sql", LONG_QUERY, ()))
 
-    monkeypatch.setattr(cli, "app", interrupted_step)
-    monkeypatch.setattr(cli, "_said", [])
-    with pytest.raises(SystemExit) as exit_:
-        cli.main()
-    assert exit_.value.code == 130
-    assert capsys.readouterr().err == "interrupted\n"
+    assert exit_of_main(monkeypatch, capsys, interrupted_step) == (130, "interrupted\n")
 
 
 def test_another_runtime_error_is_still_reported_as_a_bug(
@@ -114,8 +116,6 @@ def test_another_runtime_error_is_still_reported_as_a_bug(
     def fail() -> None:
         raise RuntimeError("Query interrupted, but not by DuckDB's words")
 
-    monkeypatch.setattr(cli, "app", fail)
-    with pytest.raises(SystemExit) as exit_:
-        cli.main()
-    assert exit_.value.code == 70
-    assert "internal error: RuntimeError" in capsys.readouterr().err
+    code, err = exit_of_main(monkeypatch, capsys, fail)
+    assert code == 70
+    assert "internal error: RuntimeError" in err
