@@ -11,13 +11,14 @@ Which names carry a secret (one rule for headers and query parameters; `is_secre
 name is lower-cased and cut into words at `-`, `_` and `.`; it is secret when
 - its last word ends in `token`, `secret`, `password`/`passwd` or `apikey` (`x-auth-token`,
   `x-amz-security-token`, `access_token`, `accessToken`, `x-client-secret`, `apiKey`), or is
-  `auth`, `credential(s)`, `signature`, `sig` or `cookie` (`helicone-auth`, `x-amz-signature`,
-  `set-cookie`);
+  `auth`, `credential(s)`, `signature`, `sig`, `cookie`, `pass` or `pwd` (`helicone-auth`,
+  `x-amz-signature`, `set-cookie`, `DB_PASS`);
 - it ends in `key` after a word that says whose key it is: api, access, auth, secret, private,
   client, account, session, subscription, service, master, admin, virtual (`x-api-key`,
   `x-goog-api-key`, `ocp-apim-subscription-key`, `subscriptionKey`);
 - any word is `authorization`, `cookie` or `password`/`passwd` (`proxy-authorization`);
-- or the whole name is `key` (Gemini's `?key=`).
+- or the whole name is `key` (Gemini's `?key=`); as a query parameter, also `code` (Azure
+  Functions' `?code=`, an OAuth authorisation code).
 Only the last word counts for `token` and `key`, so ordinary headers keep their values:
 `x-request-id`, `content-type`, `idempotency-key`, `x-ratelimit-remaining-tokens`,
 `x-amzn-bedrock-input-token-count` (usage read at ingest), `www-authenticate`.
@@ -32,7 +33,7 @@ import hashlib
 import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
 
 if TYPE_CHECKING:  # imported where used: the mitmproxy addon runs without pyarrow
     import pyarrow as pa
@@ -81,7 +82,7 @@ _OWNERS = (
 )
 _LAST_WORD = (
     rf"[a-z0-9]*(?:token|secret|passw(?:or)?d|apikey|(?:{_OWNERS}){_SEP}?key)"
-    r"|auth|credentials?|signature|sig|cookie"
+    r"|auth|credentials?|signature|sig|cookie|pass|pwd"
 )
 _ANY_WORD = r"authorization|cookie|passw(?:or)?d"
 # A secret name that is not just `key` (kept apart: `key: value` in free text is too common).
@@ -106,6 +107,19 @@ _KEY_SHAPES = (
 # is stored as JSON, where a key on a line of its own follows `\n` (the letter n), and one after
 # a quote may follow `\u0022`.
 _KEY_BOUNDARY = r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{4}))"
+# A name counts where a name can start: after a character that is not part of one, or after a
+# JSON escape (prompt text is stored as JSON: a `.env` line follows `\n`, the letter n).
+_NAME_BOUNDARY = r"(?:(?<![\w.])|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{4}))"
+# A PEM private key (`-----BEGIN RSA PRIVATE KEY-----`, OPENSSH, ENCRYPTED, PGP ... BLOCK): its
+# body is base64 over lines, with `Proc-Type: 4,ENCRYPTED` headers in the old form; it ends at
+# `-----END`, or where a cut excerpt or a JSON string ends.
+_PEM_HEAD = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
+_PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,]|-[A-Za-z0-9])+"
+_URL_SCHEME = r"(?i:[a-z][a-z0-9+.-]*://)"
+# user:password@ (a password may hold an unencoded `/`; not `host:443/path@...`, a port).
+_USERINFO_VALUE = r'(?:[^/\s@"\\<>]+|[^/\s@"\\<>:]+:(?![0-9]+[/"\\])[^\s@"\\<>]+)'
+# RE2 has no look-ahead: in stored prompt text a `host:443/path@v1` loses host and path too.
+_TEXT_USERINFO = r'(?:[^/\s@"\\<>]+|[^/\s@"\\<>:]+:[^\s@"\\<>]+)'
 # Key-shaped strings that may appear in bodies or error text we keep (excerpts, messages).
 _KEY_PATTERN = re.compile(
     rf"({_KEY_BOUNDARY}(?:{_KEY_SHAPES})|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{{8,}})"
@@ -114,21 +128,22 @@ _KEY_VALUE = re.compile(_KEY_SHAPES)
 # `?key=...` / `;token=...` / `%3Bkey%3D...` inside free text (an upstream's HTML error page
 # quoting the URL, a URL in an error message).
 _PARAM_IN_TEXT = re.compile(
-    rf"(?i)((?:[?&;]|%26|%3B)(?:key|{_NAME})(?:=|%3D))(?:(?!%26|%3B)[^&;\s\"'#<>])+"
+    rf"(?i)((?:[?&;]|%26|%3B)(?:key|code|{_NAME})(?:=|%3D))(?:(?!%26|%3B)[^&;\s\"'#<>])+"
 )
 # `api-key: ...` / `"x-api-key": "..."` / `x-auth-token=...` inside free text.
 # A value keeps going through a JSON escape (`\/` as some writers send `/`): stopping at the first
-# backslash left the rest of a key on disk.
+# backslash left the rest of a key on disk; it ends at a line's end (`\n`, `\r`, `\t`).
 # The value may be the first item of a list, as VCR cassettes write headers: `name: ["..."]` in
 # JSON, `name:` then `- ...` in YAML.
 _HEADER_IN_TEXT = re.compile(
-    rf"(?i)((?<![\w.-])(?:{_NAME})\\?\"?\s*[:=]\s*(?:\[\s*|-\s+)?\\?\"?)"
-    rf"(?:[^\s\"'\\,;]|\\[^\s\"'])+"
+    rf"(?i)({_NAME_BOUNDARY}(?:{_NAME})\\*\"?\s*[:=]\s*(?:\[\s*|-\s+)?\\*[\"']?)"
+    rf"(?:[^\s\"'\\,;]|\\+[^\s\"'\\nrt])+"
 )
 # `["x-auth-token", "..."]`: a header pair of a capture record quoted in an excerpt.
 _HEADER_PAIR_IN_TEXT = re.compile(rf'(?i)((?<![\w.-])(?:{_NAME})\\?"\s*,\s*\\?")(?:[^"\\]|\\.)*')
 # user:password@ in a URL.
-_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_USERINFO = re.compile(rf"(\b{_URL_SCHEME}){_USERINFO_VALUE}@")
+_PEM_IN_TEXT = re.compile(f"({_PEM_HEAD}){_PEM_BODY}")
 # Query separators as sent or as percent-encoded by a client (or by an older capture tool).
 _QUERY_SEP = re.compile(r"(&|;|%26|%3[Bb])")
 _EQUALS = re.compile(r"=|%3[Dd]")
@@ -203,10 +218,14 @@ def redact_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     ]
 
 
+# Secret as a query parameter only: Azure Functions' `?code=`, an OAuth authorisation code.
+_QUERY_SECRETS = frozenset({"code"})
+
+
 def _redact_query(query: str) -> str:
     parts = _QUERY_SEP.split(query)
     for name, raw, i in _query_params(query):
-        if raw and raw != REDACTED and is_secret_name(name):
+        if raw and raw != REDACTED and (is_secret_name(name) or name.lower() in _QUERY_SECRETS):
             parts[i] = parts[i][: len(parts[i]) - len(raw)] + REDACTED
     return "".join(parts)
 
@@ -218,10 +237,29 @@ def _redact_path_param(match: re.Match[str]) -> str:
     return match.group(0)
 
 
+def _userinfo_with_slash(parts: SplitResult) -> SplitResult:
+    """`https://user:pa/ss@host/...` as user:password@host: an unencoded `/` in the password
+    ends the netloc early (`user:pa`, whose port is no number) and leaves the rest in the path."""
+    if ":" not in parts.netloc or "@" in parts.netloc or "@" not in parts.path:
+        return parts
+    try:
+        parts.port  # noqa: B018 (a number: a real host:port, and the `@` is the path's own)
+    except ValueError:
+        host, slash, path = parts.path.partition("@")[2].partition("/")
+        return parts._replace(netloc=f"{parts.netloc}@{host}", path=slash + path)
+    return parts
+
+
+def redact_query(query: str) -> str:
+    """A query string (`a=1&key=...`, without its `?`) with the values of secret parameters
+    replaced by [REDACTED]."""
+    return _redact_query(query)
+
+
 def redact_url(url: str) -> str:
     """`url` with user:password@ removed and the values of secret query (and `;` path)
     parameters replaced by [REDACTED]; everything else is kept byte for byte."""
-    parts = urlsplit(url)
+    parts = _userinfo_with_slash(urlsplit(url))
     changed = False
     if "@" in parts.netloc:
         # user:password@host carries a credential: keep only host[:port], as written (an
@@ -270,6 +308,7 @@ def redact_text(text: str) -> str:
     """Mask key-shaped substrings in free text (reject excerpts, error messages)."""
     text = _KEY_PATTERN.sub(REDACTED, text)
     text = _USERINFO.sub(rf"\1{REDACTED}@", text)
+    text = _PEM_IN_TEXT.sub(rf"\1{REDACTED}", text)
     for pattern in (_PARAM_IN_TEXT, _HEADER_IN_TEXT, _HEADER_PAIR_IN_TEXT):
         text = pattern.sub(rf"\1{REDACTED}", text)
     return text
@@ -295,22 +334,66 @@ def account_label(value: str | None) -> str | None:
 
 # --- bodies: what a capture line and the stored prompt text may carry ----------------------
 # A body can hold a key anywhere: a credential field of a gateway's request (`"api_key": ...`),
-# a provider's 401 error quoting the key, a key pasted into a prompt. Bodies are masked by value
-# (the key shapes) and by field name (the name rule, bare `key` and `token` excepted: in bodies
-# they are too often a dictionary key or a logprobs token), at any level of JSON escaping (a
-# body inside a capture line, tool arguments inside a message inside a capture line); a value
-# is masked up to its first backslash.
-_BODY_FIELD = re.compile(rf'(?i)(\\*"(?:{_NAME})\\*"\s*:\s*\\*")([^"\\]+)'.encode())
+# a provider's 401 error quoting the key, a key pasted into a prompt, a pasted `.env` file or
+# curl command (`AWS_SECRET_ACCESS_KEY=...`, `-H "x-api-key: ..."`), a private key in PEM. Bodies
+# are masked by value (the key shapes, `Bearer ...`, PEM blocks, `user:password@` in a URL) and
+# by name (the name rule, bare `key` and `token` excepted: in bodies they are too often a
+# dictionary key or a logprobs token; `?key=` and `?code=` in a URL count), at any level of JSON
+# escaping (a body inside a capture line, tool arguments inside a message inside a capture line).
+#
+# A JSON string field's value: up to its closing quote, through escapes of any level (`\\n` in a
+# PEM key, `\\/`); a run of backslashes before a quote is the closing quote's.
+_FIELD_VALUE = r'(?:[^"\\]|\\+[^"\\])+'
+# A value written as plain text: up to a space, a quote, a separator or a JSON bracket (masking
+# one would break the JSON a body is); through an escaped slash (`\/`), which some writers send
+# for `/`, but not through another escape, so in JSON text it ends with its line (`\n`).
+_PLAIN_VALUE = r"""(?:[^\s"'`\\,;&<>(){}\[\]]|\\+/)+"""
+# `name: value` / `name=value` / `-H "name: value"` / `name = "value"` / `name: ["value"]` (VCR),
+# the name followed by its separator (a quote before it is a JSON field, above). A scheme word
+# before the value (`Authorization: Bearer ...`) is kept, the credential after it masked.
+_ASSIGN_HEAD = rf"(?i:(?:{_NAME})\s*[:=]\s*(?:\[\s*|-\s+)?\\*[\"']?(?:(?:bearer|basic|token)\s+)?)"
+_PARAM_VALUE = r"""(?:[^&;\s"'#<>\\%]|%2[FfBb]|%3[Dd])+"""
+_PARAM_HEAD = rf"(?:[?&;]|%26|%3[Bb])(?i:key|code|{_NAME})(?:=|%3[Dd])"
+_BEARER_HEAD = r"(?i:bearer|basic)\s+"
+_BEARER_VALUE = r"[A-Za-z0-9._~+/=-]{8,}"
+
+_BODY_FIELD = re.compile(rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*"))({_FIELD_VALUE})'.encode())
 _BODY_KEY = re.compile(rf"{_KEY_BOUNDARY}(?:{_KEY_SHAPES})".encode())
-# A superset of both, in RE2 (no look-behind), run by Arrow over a whole body or column at
+# The rules that keep what names the value (group 1) and mask the value (group 2), same length.
+_BODY_NAMED = [
+    re.compile(rule.encode())
+    for rule in (
+        rf"({_NAME_BOUNDARY}{_ASSIGN_HEAD})({_PLAIN_VALUE})",
+        rf"({_PARAM_HEAD})({_PARAM_VALUE})",
+        rf"({_NAME_BOUNDARY}{_BEARER_HEAD})({_BEARER_VALUE})",
+        rf"({_PEM_HEAD})({_PEM_BODY})",
+        rf"({_URL_SCHEME})({_USERINFO_VALUE})(?=@)",
+    )
+]
+# A superset of every rule, in RE2 (no look-around), run by Arrow over a whole body or column at
 # several hundred MB/s: the Python patterns above only run where it finds something, so a body
-# without a secret costs one scan.
+# without a secret costs one scan. Each name rule ends in one of these words, or holds one of the
+# words that make any name secret (`password_hash`).
 _SCREEN = (
-    rf"{_KEY_SHAPES}|(?i:(?:key|token|secret|passw|passwd|auth|credential|credentials|signature"
-    rf'|sig|cookie)\\?"\s*:)'
+    rf"{_KEY_SHAPES}|(?i:authorization|cookie|passw(?:or)?d|bearer\s|basic\s|private key|://[^\s@\"]+@)"
+    rf"|(?i:(?:(?:{_OWNERS}){_SEP}?key|token|secret|auth|credentials?|signature|sig|pass|pwd)"
+    rf"\\*\"?\s*[:=])|(?i:(?:[?&;]|%26|%3b)(?:key|code)(?:=|%3d))"
 )
-_TEXT_KEY = rf"(^|[^A-Za-z0-9_-]|\\[nrtbf]|\\u[0-9a-fA-F]{{4}})(?:{_KEY_SHAPES})"
-_TEXT_FIELD = rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*"))[^"\\]+'
+# The same rules for stored prompt text, in RE2: one pass, every alternative's kept part a group
+# of its own (a group that took no part is empty in the replacement).
+_TEXT_BOUNDARY = r"(?:^|[^A-Za-z0-9_.\\]|\\[nrtbf]|\\u[0-9a-fA-F]{4})"
+_TEXT_RULES = "|".join(
+    (
+        rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*")){_FIELD_VALUE}',
+        rf"({_TEXT_BOUNDARY}{_ASSIGN_HEAD}){_PLAIN_VALUE}",
+        rf"({_TEXT_BOUNDARY}){_KEY_SHAPES}",
+        rf"({_PARAM_HEAD}){_PARAM_VALUE}",
+        rf"({_TEXT_BOUNDARY}{_BEARER_HEAD}){_BEARER_VALUE}",
+        rf"({_PEM_HEAD}){_PEM_BODY}",
+        rf"({_URL_SCHEME}){_TEXT_USERINFO}(@)",
+    )
+)
+_TEXT_REPLACEMENT = "".join(rf"\{i}" for i in range(1, 8)) + REDACTED + r"\8"
 
 
 def _same_length(match: re.Match[bytes]) -> bytes:
@@ -318,7 +401,7 @@ def _same_length(match: re.Match[bytes]) -> bytes:
     return b"[REDACTED" + b"*" * (n - 10) + b"]" if n >= 10 else b"*" * n
 
 
-def _field_value(match: re.Match[bytes]) -> bytes:
+def _named_value(match: re.Match[bytes]) -> bytes:
     value = match.group(2)
     if value.startswith(b"[REDACTED") or set(value) <= {ord("*")}:
         return match.group(0)
@@ -327,32 +410,44 @@ def _field_value(match: re.Match[bytes]) -> bytes:
     return match.group(1) + masked
 
 
+def _mask_bytes(data: bytes) -> bytes:
+    data = _BODY_FIELD.sub(_named_value, data)
+    for rule in _BODY_NAMED:
+        data = rule.sub(_named_value, data)
+    return _BODY_KEY.sub(_same_length, data)
+
+
 def mask_secrets(data: bytes) -> bytes:
-    """`data` (a capture line, a body) with every key shape and credential field value masked
-    by a mask of the same length: byte counts, chunk offsets and JSON validity stay as they
-    were, so nothing that measures the body changes."""
+    """`data` (a capture line, a body) with every key shape and credential value masked by a
+    mask of the same length: byte counts, chunk offsets and JSON validity stay as they were, so
+    nothing that measures the body changes."""
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
     except ImportError:
         # The mitmproxy addon runs in mitmproxy's own environment, which has no pyarrow: the
         # screen below only spares the substitutions on a line without a candidate.
-        return _BODY_KEY.sub(_same_length, _BODY_FIELD.sub(_field_value, data))
+        return _mask_bytes(data)
     if not pc.any(pc.match_substring_regex(pa.array([data], pa.binary()), _SCREEN)).as_py():
         return data
-    return _BODY_KEY.sub(_same_length, _BODY_FIELD.sub(_field_value, data))
+    return _mask_bytes(data)
 
 
 def mask_texts(values: list[str]) -> pa.Array:
-    """Stored prompt text (segment content) with key shapes and credential field values
-    replaced by [REDACTED], over the whole column at once; returned as the Arrow string column
+    """Stored prompt text (segment content) with every credential masked by [REDACTED] (the
+    rules of `mask_secrets`), over the whole column at once; returned as the Arrow string column
     the Parquet writer takes (turning it back into Python strings for the writer to convert
     again cost 0.14 instead of 0.12 CPU s per 62 MB of text, screen and table together)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     column = pa.array(values, pa.string())
-    if not values or not pc.any(pc.match_substring_regex(column, _SCREEN)).as_py():
+    if not values:
         return column
-    column = pc.replace_substring_regex(column, _TEXT_FIELD, rf"\1{REDACTED}")
-    return pc.replace_substring_regex(column, _TEXT_KEY, rf"\1{REDACTED}")
+    candidates = pc.match_substring_regex(column, _SCREEN)
+    if not pc.any(candidates).as_py():
+        return column
+    # Only the rows the screen found are rewritten: in a coding agent's traffic `token =` or
+    # `password:` is in some rows of most batches, and the rules cost ~4x the screen.
+    masked = pc.replace_substring_regex(column.filter(candidates), _TEXT_RULES, _TEXT_REPLACEMENT)
+    return pc.replace_with_mask(column, candidates, masked)

@@ -135,3 +135,39 @@ def test_what_is_not_a_trace_export_is_refused_and_nothing_is_written(
     assert not_gzip.status_code == 400
     assert app.exports == 0
     assert _lines(out) == []
+
+
+def test_query_strings_and_a_stack_trace_lose_their_credentials_before_the_file(
+    receiver: tuple[ServerThread, OtlpReceiver, Path],
+) -> None:
+    server, _, out = receiver
+    token, code, password = "q7Zp3Lr8Tn2Vw5Yc1Xk", "Zm9vYmFyYmF6cXV4enp6", "c0rrect-h0rse-9"
+
+    def attr(key: str, value: str) -> dict[str, Any]:
+        return {"key": key, "value": {"stringValue": value}}
+
+    stack = f'Traceback:\n  File "app.py", line 3\n    DB_PASSWORD="{password}"\nValueError'
+    span = {
+        "traceId": "0" * 31 + "1",
+        "spanId": "0" * 15 + "1",
+        "name": "chat",
+        "attributes": [
+            attr("http.target", f"/v1/chat?access_token={token}&v=1"),
+            attr("url.query", f"code={code}&v=1"),
+        ],
+        "events": [{"name": "exception", "attributes": [attr("exception.stacktrace", stack)]}],
+    }
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    response = httpx.post(f"{server.url}/v1/traces", json=export)
+    assert response.status_code == 200
+    written = b"".join(f.read_bytes() for f in out.glob("*.jsonl"))
+    for secret in (token, code, password):
+        assert secret.encode() not in written, secret
+    attrs = {
+        a["key"]: a["value"]["stringValue"]
+        for a in _lines(out)[0]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
+    }
+    assert attrs == {
+        "http.target": "/v1/chat?access_token=[REDACTED]&v=1",
+        "url.query": "code=[REDACTED]&v=1",
+    }

@@ -254,3 +254,88 @@ def test_a_header_written_as_a_list_as_vcr_cassettes_do_is_masked_in_free_text()
     for text in (yaml, as_json, as_json.replace('": ["', '":["')):
         masked = redact_text(text)
         assert value not in masked and REDACTED in masked, masked
+
+
+def _masked_everywhere(content: str) -> list[str]:
+    """`content` as a prompt after each masking it meets on its way to disk: a body and a capture
+    line (the proxy's writer, same length, still JSON), the stored prompt text, an excerpt."""
+    body = json.dumps({"messages": [{"role": "user", "content": content}]})
+    capture_line = json.dumps({"request": {"body": body}})
+    out = []
+    for data in (body, capture_line):
+        masked = mask_secrets(data.encode()).decode()
+        assert len(masked) == len(data) and json.loads(masked), masked
+        out.append(masked)
+    out.append(mask_texts([body])[0].as_py())
+    out.append(redact_text(body))
+    out.append(redact_text(capture_line))
+    return out
+
+
+def test_a_credential_field_alone_in_a_body_is_masked() -> None:
+    # nothing else in these bodies looks like a secret: the screen that spares a body without a
+    # candidate must still find each field name the rule says is a credential
+    for name in ("password", "authorization", "password_hash", "proxy-authorization", "pwd"):
+        body = json.dumps({"user": "ann", name: "Hunter2-Hunter2-Hunter2"})
+        masked = mask_secrets(body.encode()).decode()
+        assert "Hunter2" not in masked and len(masked) == len(body), masked
+        assert "Hunter2" not in mask_texts([body])[0].as_py(), name
+
+
+PLAIN_SECRETS = {
+    "env": ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE", "wJalrXUtnFEMI"),
+    "env quoted": ('DB_PASSWORD="c0rrect-h0rse-battery"', "c0rrect-h0rse"),
+    "curl": ('curl -H "x-api-key: 7f3a9c2e5b1d4f6a8c0e" https://api.example.com', "7f3a9c2e5b1d"),
+    "bearer": ("Authorization: Bearer 4f1e8d2c7b3a9e6f5d0c", "4f1e8d2c7b3a"),
+    "flag": ("tool --api-key=9d8c7b6a5f4e3d2c1b0a run", "9d8c7b6a5f4e"),
+    "url password": ("postgres://app:s3cr/et-pa55@db.internal:5432/app", "s3cr/et-pa55"),
+    "azure code": ("https://fn.azurewebsites.net/api/run?code=Zm9vYmFyYmF6cXV4==&x=1", "Zm9vYmFy"),
+    "pem": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7bq0Xk\nq9Zp3Lr8Tn2Vw5Yc1\n"
+        "-----END RSA PRIVATE KEY-----",
+        "MIIEpAIBAAKCAQEA7bq0Xk",
+    ),
+}
+
+
+def test_secrets_written_as_plain_text_in_a_prompt_are_masked_everywhere_they_are_stored() -> None:
+    for what, (secret, part) in PLAIN_SECRETS.items():
+        content = f"Here is my config:\n{secret}\nnext line stays"
+        for masked in _masked_everywhere(content):
+            assert part not in masked, (what, masked)
+            assert "next line stays" in masked, (what, masked)  # the value ends with its line
+    pem = PLAIN_SECRETS["pem"][0]
+    assert "q9Zp3Lr8Tn2Vw5Yc1" not in mask_texts([json.dumps({"c": pem})])[0].as_py()
+
+
+def test_a_private_key_field_is_masked_through_its_escaped_line_ends() -> None:
+    body = json.dumps({"client_secret": "line1\nline2-secret-tail", "private_key": "AB\\CD\nEF"})
+    for masked in (mask_secrets(body.encode()).decode(), mask_texts([body])[0].as_py()):
+        assert "line2-secret-tail" not in masked and "EF" not in masked, masked
+
+
+def test_ordinary_text_next_to_credential_like_words_is_kept() -> None:
+    kept = (
+        "x-request-id: req-8d9f",
+        "idempotency-key: 5f2b",
+        "prompt_tokens=120 completion_tokens=30",
+        "see https://us-east5-aiplatform.googleapis.com/v1/models/claude@20240620:rawPredict",
+        "a monkey: banana",
+    )
+    for text in kept:
+        body = json.dumps({"c": text})
+        assert mask_secrets(body.encode()).decode() == body, text
+        assert mask_texts([body])[0].as_py() == body, text
+    url = json.dumps({"url": "https://h.example.com:443/v1/models/claude@2024:raw"})
+    assert mask_secrets(url.encode()).decode() == url  # a port, not a password
+
+
+def test_a_password_with_a_slash_in_a_url_is_removed_with_its_user() -> None:
+    assert redact_url("https://app:pa/ss@db.example.com/v1?x=1") == "https://db.example.com/v1?x=1"
+    assert redact_url("https://app:p/a/s@h:8080/x") == "https://h:8080/x"
+    kept = "https://h.example.com:443/v1/models/claude@2024:raw"
+    assert redact_url(kept) == kept
+    assert redact_url("https://fn.example.net/api/x?code=abc%3D%3D&v=1") == (
+        f"https://fn.example.net/api/x?code={REDACTED}&v=1"
+    )
+    assert "pa/ss" not in redact_text("connect to mysql://app:pa/ss@db:3306/x failed")

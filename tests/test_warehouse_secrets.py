@@ -162,6 +162,16 @@ PASTED = {
 }
 
 
+def _stored_text_of(body: bytes, tmp_path: Path) -> str:
+    """Every byte of the warehouse one capture record with `body` makes, as text."""
+    capture = tmp_path / "pasted.jsonl"
+    capture.write_bytes(line(capture_record(0, body=body)))
+    wh = tmp_path / "wh"
+    result = run([capture], wh)
+    assert [(f.accepted, f.rejected) for f in result.files] == [(1, 0)]
+    return _every_text(wh)
+
+
 def test_a_key_on_its_own_line_of_a_prompt_is_masked_in_the_stored_text(tmp_path: Path) -> None:
     content = (
         f"Credentials:\n{PASTED['openai']}\nand\t{PASTED['google']}\n"
@@ -170,12 +180,7 @@ def test_a_key_on_its_own_line_of_a_prompt_is_masked_in_the_stored_text(tmp_path
     body = orjson.dumps(
         {"model": "gpt-4o", "messages": [{"role": "user", "content": content}]}
     ).replace(b"\\\\u0022", b"\\u0022")  # the quote as a JSON escape, as some clients write it
-    capture = tmp_path / "pasted.jsonl"
-    capture.write_bytes(line(capture_record(0, body=body)))
-    wh = tmp_path / "wh"
-    result = run([capture], wh)
-    assert [(f.accepted, f.rejected) for f in result.files] == [(1, 0)]
-    text = _every_text(wh)
+    text = _stored_text_of(body, tmp_path)
     assert "Credentials:" in text  # the prompt text is stored, masked
     for key in PASTED.values():
         assert key[8:24] not in text, key
@@ -219,3 +224,20 @@ def test_a_key_written_as_the_account_a_hint_or_a_url_path_is_not_stored(tmp_pat
     assert key[8:24] not in text
     assert _fingerprint(key) in text  # the account still groups that key's traffic
     assert "/v1/chat/completions" in text and '"ok"' in text
+
+
+def test_secrets_pasted_as_plain_text_into_a_prompt_are_not_stored(tmp_path: Path) -> None:
+    # not key-shaped: a `.env` excerpt, a curl line, a connection string, a PEM private key
+    secrets = ("wJalrXUtnFEMIK7MDENG", "7f3a9c2e5b1d4f6a8c0e", "s3cr/et-pa55", "MIIEpAIBAAKCAQEA")
+    content = (
+        f"My setup:\nAWS_SECRET_ACCESS_KEY={secrets[0]}\n"
+        f'curl -H "x-api-key: {secrets[1]}" https://api.example.com\n'
+        f"DATABASE_URL=postgres://app:{secrets[2]}@db:5432/app\n"
+        f"-----BEGIN PRIVATE KEY-----\n{secrets[3]}7bq0Xk\n-----END PRIVATE KEY-----\n"
+        "What is wrong?"
+    )
+    body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": content}]})
+    text = _stored_text_of(body, tmp_path)
+    assert "What is wrong?" in text and "AWS_SECRET_ACCESS_KEY=" in text
+    for secret in secrets:
+        assert secret not in text, secret

@@ -10,7 +10,9 @@ uses.
 
 Secrets never reach the file: an attribute whose name says it holds a credential (the header
 rule of `pipeline.redact`, e.g. `http.request.header.authorization`) has its value replaced, and
-URL attributes lose their credentials (`redact_url`). Prompt text is written as received.
+URL attributes lose their credentials (`redact_url`, `redact_query`). Prompt text and other
+values (an exception's message and stack trace) pass the capture writer's last gate, which masks
+key shapes and credentials written as text (`pipeline.redact.mask_secrets`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import uvicorn
 from pipeline.capture.config import exposure_warning, parse_listen
 from pipeline.capture.proxy import _Server, bind, stderr_log, url_host
 from pipeline.capture.writer import CaptureWriter
-from pipeline.redact import REDACTED, is_secret_name, redact_url
+from pipeline.redact import REDACTED, is_secret_name, redact_query, redact_url
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -42,7 +44,9 @@ TRACES_PATH = "/v1/traces"
 # An export batch is a few MB at most; a body past this is refused (413) rather than held.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
-_URL_KEYS = frozenset({"url.full", "http.url", "url.original"})
+# Attributes holding a URL, or a path with its query string (`http.target`, the older name).
+_URL_KEYS = frozenset({"url.full", "http.url", "url.original", "http.target"})
+_QUERY_KEYS = frozenset({"url.query"})
 PROTOBUF = "application/x-protobuf"
 
 
@@ -75,6 +79,8 @@ def _redact_attributes(attrs: Any) -> None:
             kv["value"] = {"stringValue": REDACTED}
         elif key in _URL_KEYS and isinstance(value, dict) and "stringValue" in value:
             value["stringValue"] = redact_url(str(value["stringValue"]))
+        elif key in _QUERY_KEYS and isinstance(value, dict) and "stringValue" in value:
+            value["stringValue"] = redact_query(str(value["stringValue"]))
 
 
 def clean(export: dict[str, Any], *, from_protobuf: bool) -> dict[str, Any]:
