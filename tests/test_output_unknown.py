@@ -59,3 +59,23 @@ def test_cost_summary_counts_the_requests_left_out_of_the_output_sum_per_row(con
     ).fetchall()
     # Priced: 'ok' and 'next'; unpriced: 'cut' (output_unknown) and 'none' (input_unknown).
     assert got == [("USD", 2, 57, 0), (None, 2, None, 2)]
+
+
+def test_cost_summary_counts_the_requests_left_out_of_its_input_and_cache_read_sums(
+    tmp_path: Path,
+) -> None:
+    rows = [
+        tiny.request("ok", MON, "openai", "gpt-4o", input_tokens=1000, cache_read_tokens=200,
+                     output_tokens=50),
+        # input reported, cache read not: unknown, not a reported 0
+        tiny.request("noread", MON, "openai", "gpt-4o", input_tokens=800,
+                     cache_read_tokens=None, output_tokens=10),
+        tiny.request("none", MON, "openai", "gpt-4o", input_tokens=None,
+                     cache_read_tokens=None, output_tokens=None),
+    ]  # fmt: skip
+    con = sql.connect(tiny.write(tmp_path / "wh", rows))
+    got = con.sql(
+        "SELECT currency, requests, input_tokens, requests_input_unknown, cache_read_tokens,"
+        " requests_cache_read_unknown FROM cost_summary ORDER BY currency NULLS LAST"
+    ).fetchall()
+    assert got == [("USD", 1, 1000, 0, 200, 0), (None, 2, 800, 1, None, 2)]
