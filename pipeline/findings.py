@@ -129,13 +129,17 @@ def check(
     fail_on: list[str],
 ) -> Verdict:
     """Compare the warehouse's breaks with the limits. lost share = tokens lost to breaks
-    (provider misses aside: see OURS) / input tokens, over the requests whose input is known."""
+    (provider misses aside: see OURS) / input tokens, over the requests whose input is known
+    and whose break, if any, has a known loss: a break's input is not counted where its loss
+    cannot be."""
     # No finding at all is a loss of 0 (nothing broke); findings whose loss is all unknown
     # leave the share unknown.
     lost, inputs, loss_unknown, unpriced, input_unknown = con.execute(
         "SELECT (SELECT CASE WHEN count(*) = 0 THEN 0 ELSE sum(tokens_lost) END FROM findings"
         f" WHERE {OURS}),"
-        " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL),"
+        " (SELECT sum(r.input_tokens) FROM requests AS r WHERE r.input_tokens IS NOT NULL"
+        "   AND NOT EXISTS (SELECT 1 FROM finding_breaks AS b WHERE b.request_id = r.request_id"
+        f"   AND b.tokens_lost IS NULL AND b.{OURS})),"
         f" (SELECT coalesce(sum(tokens_lost_unknown), 0) FROM findings WHERE {OURS}),"
         f" (SELECT coalesce(sum(lost_cost_unknown), 0) FROM findings WHERE {OURS}),"
         " (SELECT count(*) FROM requests WHERE input_tokens IS NULL)"

@@ -30,9 +30,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
 
 
 def _share(con: Any) -> float:
+    # over the same requests on both sides: a break whose loss is unknown is out of the input too
     lost, inputs = con.execute(
         "SELECT (SELECT sum(tokens_lost) FROM cache_breaks WHERE cause <> 'provider_miss'),"
-        " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL)"
+        " (SELECT sum(input_tokens) FROM requests WHERE input_tokens IS NOT NULL AND request_id"
+        "   NOT IN (SELECT request_id FROM cache_breaks WHERE cause <> 'provider_miss'"
+        "   AND tokens_lost IS NULL))"
     ).fetchone()
     return float(lost) / float(inputs)
 
