@@ -31,7 +31,7 @@ def resolved_path(path: Path | str) -> str:
         return str(Path(path).absolute())
 
 
-def _same_file(row: dict[str, Any], path: Path) -> bool:
+def same_file(row: dict[str, Any], path: Path) -> bool:
     """Whether a manifest row is of this file: by the resolved path recorded at its ingest. A
     row written before that was recorded has only the path as given, resolved here against
     the current directory (right only when that is where it was ingested from)."""
@@ -69,7 +69,7 @@ def supersede(known: Manifest, path: Path, digest: str) -> list[tuple[str, str]]
         old = str(row["source_hash"])
         if (
             old != digest
-            and _same_file(row, path)
+            and same_file(row, path)
             and _starts_with(path, int(row["size_bytes"]), old)
         ):
             replaced.append((stem, old))

@@ -13,4 +13,5 @@ COMMAND_MODULES = (
     "pipeline.commands.simulate",
     "pipeline.commands.engine",
     "pipeline.commands.findings",
+    "pipeline.commands.forget",
 )
