@@ -182,8 +182,8 @@ def _convert(release: str) -> tuple[PriceRow, ...]:
         # a provider that resells others' models (Azure OpenAI, Vertex AI's Claude) is priced
         # with their rows after its own, as the library's lookup falls back to them
         fallbacks = [by_id[f] for f in provider.fallback_model_providers or () if f in by_id]
-        models = [m for p in (provider, *fallbacks) for m in p.models]
-        for model in models:
+        models = [(m, p is not provider) for p in (provider, *fallbacks) for m in p.models]
+        for model, resold in models:
             names = _names(model.match)
             for start, end, window, prices in _periods(model):
                 if _field(prices, "input_mtok") is None:
@@ -200,7 +200,7 @@ def _convert(release: str) -> tuple[PriceRow, ...]:
                         line += 1
                         out.append(
                             PriceRow(
-                                place=Place(label, line, LAYER),
+                                place=Place(label, line, LAYER, fallback=resold),
                                 provider=ours,
                                 model=name,
                                 effective_from=start,

@@ -36,6 +36,7 @@ def path_for(release: str) -> Path:
 def _row(row: PriceRow) -> dict[str, Any]:
     return {
         "file": row.place.file, "line": row.place.line, "layer": row.place.layer,
+        "fallback": row.place.fallback,
         "provider": row.provider, "model": row.model,
         "from": row.effective_from.isoformat() if row.effective_from else None,
         "to": row.effective_to.isoformat() if row.effective_to else None,
@@ -49,7 +50,7 @@ def _price_row(d: dict[str, Any], conditions: dict[str, Condition]) -> PriceRow:
     if text not in conditions:  # a few distinct windows and tiers among thousands of rows
         conditions[text] = parse_condition(text)
     return PriceRow(
-        place=Place(d["file"], d["line"], d["layer"]),
+        place=Place(d["file"], d["line"], d["layer"], fallback=d["fallback"]),
         provider=d["provider"],
         model=d["model"],
         effective_from=datetime.fromisoformat(d["from"]) if d["from"] else None,

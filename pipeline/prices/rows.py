@@ -181,6 +181,9 @@ class Place:
     file: str
     line: int
     layer: str  # user, shipped (our researched rows) or library (genai-prices)
+    # a library row of a model the provider resells, not of its own (Vertex AI's Claude rows are
+    # Anthropic's): the library asks for them only when no model of the provider's own matches
+    fallback: bool = False
 
     @property
     def row_id(self) -> str:
@@ -188,8 +191,11 @@ class Place:
 
     @property
     def layer_rank(self) -> int:
-        """0 wins: the user's rows, then ours, then the price library's."""
-        return {"user": 0, "shipped": 1}.get(self.layer, 2)
+        """0 wins: the user's rows, then ours, then the price library's: the provider's own
+        models, then the models it resells. A resold model's row with a long-context tier
+        ranked before the provider's own row without one (by its more specific condition)
+        priced a Vertex AI request at Anthropic's 2x tier the library does not give it."""
+        return {"user": 0, "shipped": 1}.get(self.layer, 3 if self.fallback else 2)
 
 
 @dataclass(frozen=True, slots=True)
