@@ -43,3 +43,24 @@ def test_reported_cache_fields_are_taken_as_they_are() -> None:
         cacheWriteInputTokens=0,
     )  # fmt: skip
     assert got == (1324, 1322, 0, "bedrock_exclusive")
+
+
+def test_the_one_hour_writes_are_read_from_cache_details_and_unknown_without_them() -> None:
+    # https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html:
+    # one entry per TTL written, 1h before 5m; empty when nothing was written
+    usage = {"inputTokens": 1000, "outputTokens": 500, "totalTokens": 8500,
+             "cacheReadInputTokens": 5000, "cacheWriteInputTokens": 2000}  # fmt: skip
+    split = [{"ttl": "1h", "inputTokens": 1500}, {"ttl": "5m", "inputTokens": 500}]
+    cases = [(split, 1500), ([{"ttl": "5m", "inputTokens": 2000}], 0), (None, None)]
+    for details, one_hour in cases:
+        raw = usage if details is None else {**usage, "cacheDetails": details}
+        u = normalise_usage(raw)
+        assert u is not None
+        assert (u.input_tokens, u.cache_write_tokens, u.cache_write_1h_tokens) == (
+            8000,
+            2000,
+            one_hour,
+        ), details
+    nothing = normalise_usage({"inputTokens": 9, "outputTokens": 1, "totalTokens": 10,
+                               "cacheWriteInputTokens": 0, "cacheDetails": []})  # fmt: skip
+    assert nothing is not None and nothing.cache_write_1h_tokens == 0

@@ -41,12 +41,15 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from pipeline.dialects.common import as_str, header, http_error, loads_lenient, segment
-from pipeline.dialects.fields import DialectMap, first, never, read_usage, src, total
+from pipeline.dialects.fields import DialectMap, attr, first, never, read_usage, src, total
 from pipeline.eventstream import iter_eventstream
 from pipeline.records import RequestInfo, ResponseInfo, SegmentRaw, Usage
 from pipeline.redact import cut
 
 API = "converse"
+# The 1-hour part of the cache writes, summed from `cacheDetails` (one entry per TTL written:
+# https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html).
+ONE_HOUR = "cacheDetails[ttl=1h].inputTokens"
 
 USAGE_MAP = DialectMap(
     api=API,
@@ -62,7 +65,11 @@ USAGE_MAP = DialectMap(
         ),
         "cache_read_tokens": first(src("cacheReadInputTokens"), src("cacheReadInputTokenCount")),
         "cache_write_tokens": first(src("cacheWriteInputTokens"), src("cacheWriteInputTokenCount")),
-        "cache_write_1h_tokens": never("No TTL split reported"),
+        "cache_write_1h_tokens": first(
+            attr(ONE_HOUR),
+            note="the `inputTokens` of the `cacheDetails` entries whose `ttl` is `1h`; 0 when the"
+            " list has none (it is empty when nothing was written); unknown without the list",
+        ),
         "output_tokens": first(src("outputTokens")),
         "reasoning_tokens": never("Not reported"),
         "reported_cost": never("AWS returns no cost"),
@@ -173,6 +180,16 @@ def _cache_from_total(view: dict[str, Any]) -> int | None:
     return None
 
 
+def _one_hour_writes(details: Any) -> int | None:
+    """Tokens written with the 1-hour TTL: the sum over `cacheDetails` entries of `ttl` 1h, 0
+    when there is none; None without the list or with an entry whose count is unreadable."""
+    if not isinstance(details, list):
+        return None
+    entries = [d for d in details if isinstance(d, dict) and d.get("ttl") == "1h"]
+    counts = [_count(d.get("inputTokens")) for d in entries]
+    return None if None in counts else sum(c for c in counts if c is not None)
+
+
 def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
     if not isinstance(raw, dict):
         return None
@@ -181,6 +198,7 @@ def normalise_usage(raw: Any, provider: str = "") -> Usage | None:
     for name, alias in zip(_CACHE_FIELDS, aliases, strict=True):
         if view.get(name) is None and raw.get(alias) is not None:
             view[name] = raw[alias]
+    view[ONE_HOUR] = _one_hour_writes(raw.get("cacheDetails"))
     absent = [name for name in _CACHE_FIELDS if view.get(name) is None]
     unsplit = _cache_from_total(view)
     filled = absent and any(view.get(name) is not None for name in absent)
