@@ -57,6 +57,12 @@ def select(
     return con.sql(sql_catalog.param_query_sql("findings_between"), params=params)
 
 
+def has_agent(con: duckdb.DuckDBPyConnection, agent: str) -> bool:
+    """Whether any request of the warehouse names this agent (a misspelt --agent finds none)."""
+    found = con.execute("SELECT count(*) FROM requests WHERE agent = $a", {"a": agent})
+    return bool(found.fetchall()[0][0])
+
+
 def period_of(wh: Warehouse, since: datetime | None, until: datetime | None) -> Period | None:
     """The days `findings --since/--until` reads: those of [since, until) and the margin before
     them (pipeline/period.py); everything when neither is given."""

@@ -191,9 +191,9 @@ def test_findings_table_shows_the_fix_whole_and_the_money_to_4_places(
     expired = next(r for r in rows if " expired " in r)
     assert f" {tokens:,} " in expired and f" {money:.4f} " in expired
     assert expired.endswith("where the provider offers it")  # the fix, not cut
-    nobody = run_cli("findings", "-w", str(wh), "--agent", "nobody")
-    assert nobody.stdout.splitlines()[0].split()[0] == "scope"
-    assert "no findings for the period or agent asked" in nobody.stderr
+    quiet = run_cli("findings", "-w", str(wh), "--agent", "code-agent", "--since", "2027-01-01")
+    assert quiet.returncode == 0 and quiet.stdout == ""
+    assert "no requests of agent 'code-agent' in the period asked" in quiet.stderr
 
 
 def test_check_refuses_a_cause_it_does_not_know_so_a_typo_cannot_pass_a_gate(
@@ -276,3 +276,46 @@ def test_summary_json_carries_the_money_the_table_prints(demo: tuple[Path, Any])
     table = run_cli("summary", "-w", str(root)).stdout
     assert f"lost to prompt changes (USD): {expected:.4f}" in table
     assert headline["findings"][0]["fix"]
+
+
+def test_findings_until_a_day_includes_that_day_as_summary_and_report_do(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, con = demo
+    day = run_cli("findings", "-w", str(wh), "--since", "2026-11-29", "--until", "2026-11-29",
+                  "-f", "json")  # fmt: skip
+    assert day.returncode == 0, day.stderr
+    turns, money = con.execute(
+        "SELECT count(*), sum(lost_cost) FROM break_costs WHERE cause <> 'cold_start'"
+        " AND started_at >= '2026-11-29 00:00:00+00' AND started_at < '2026-11-30 00:00:00+00'"
+    ).fetchone()
+    rows = json.loads(day.stdout)
+    assert sum(r["turns"] for r in rows) == turns > 0
+    assert sum(r["lost_cost"] or 0 for r in rows) == pytest.approx(money)
+    # a day as --until is the instant after it, as written out
+    instant = run_cli("findings", "-w", str(wh), "--since", "2026-11-29",
+                      "--until", "2026-11-30T00:00:00", "-f", "json")  # fmt: skip
+    assert json.loads(instant.stdout) == rows
+
+
+def test_findings_of_one_week_save_per_week_what_they_lost_in_it(demo: tuple[Path, Any]) -> None:
+    # a period of 7 days: the saving per week is the week's loss, however its traffic fell in it
+    wh, _ = demo
+    done = run_cli("findings", "-w", str(wh), "--since", "2026-11-23", "--until", "2026-11-29",
+                   "-f", "json")  # fmt: skip
+    rows = [r for r in json.loads(done.stdout) if r["lost_cost"] is not None]
+    assert rows
+    for r in rows:
+        assert r["saving_per_week"] == pytest.approx(r["lost_cost"]), r["scope"]
+
+
+def test_findings_of_an_agent_no_request_names_is_an_error_not_an_empty_result(
+    demo: tuple[Path, Any],
+) -> None:
+    wh, _ = demo
+    done = run_cli("findings", "-w", str(wh), "--agent", "reserch-agent")
+    assert done.returncode == ExitCode.NOT_FOUND
+    assert done.stdout == "" and "no requests of agent 'reserch-agent'" in done.stderr
+    bad = run_cli("findings", "-w", str(wh), "--since", "2026-02-30")
+    assert bad.returncode == ExitCode.USAGE
+    assert bad.stderr.splitlines()[0] == "error: --since '2026-02-30' is not a date or an instant"

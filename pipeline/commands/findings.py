@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,28 +19,49 @@ from pipeline.commands.options import (
     existing_warehouse,
     sql_options,
 )
-from pipeline.errors import LimitExceeded, UsageError
+from pipeline.errors import LimitExceeded, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from pipeline.findings import Verdict
 
 
+def period_bound(value: str | None, flag: str) -> datetime | None:
+    """A --since or --until value as the instant the period starts or ends (exclusive): a day
+    (YYYY-MM-DD) is whole, so `--until 2026-11-29` ends at 2026-11-30T00:00 as `summary` and
+    `report` read it; an instant (YYYY-MM-DDTHH:MM[:SS], UTC unless it says) is taken as is."""
+    if value is None:
+        return None
+    try:
+        if len(value) == 10:
+            day = date.fromisoformat(value)
+            start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            return start + timedelta(days=1) if flag == "--until" else start
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(
+            f"{flag} {value!r} is not a date or an instant",
+            hint="write YYYY-MM-DD (a whole day, UTC) or YYYY-MM-DDTHH:MM:SS",
+        ) from None
+    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+
+
 def findings(
     since: Annotated[
-        datetime | None,
+        str | None,
         typer.Option(
             "--since",
             metavar="DATE",
-            help="Only the breaks on or after this day or instant (UTC,"
+            help="Only the breaks from this day, or this instant, on (UTC,"
             " YYYY-MM-DD[THH:MM:SS]); every figure is then that period's.",
         ),
     ] = None,
     until: Annotated[
-        datetime | None,
+        str | None,
         typer.Option(
             "--until",
             metavar="DATE",
-            help="Only the breaks before this day or instant (UTC).",
+            help="Only the breaks through this day, inclusive, as in `summary` and `report`;"
+            " or before this instant (YYYY-MM-DDTHH:MM:SS).",
         ),
     ] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's.")] = None,
@@ -65,18 +86,30 @@ def findings(
 
     if fmt not in ("table", "csv", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="one of table, csv, json")
+    start, end = period_bound(since, "--since"), period_bound(until, "--until")
+    if start is not None and end is not None and end <= start:
+        raise UsageError(f"--until {until} is before --since {since}: the period is empty")
     wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
-    period = lib.period_of(wh, since, until)
+    period = lib.period_of(wh, start, end)
     if period is None:  # the whole history (a period read builds nothing)
         build_first.store_stale_views(wh, ["findings"], options, say=err)
     con = sqlmod.connect(wh, options=options, only=["findings"], period=period)
-    rel = lib.select(con, since=since, until=until, agent=agent)
+    if agent is not None and not lib.has_agent(con, agent):
+        # a period read sees only the period's requests: there the agent may just be quiet
+        if period is not None:
+            typer.echo(f"no findings: no requests of agent {agent!r} in the period asked", err=True)
+            return
+        raise NotFoundError(
+            f"no requests of agent {agent!r}",
+            hint='`cacheaudit sql "SELECT DISTINCT agent FROM requests"` lists the agents',
+        )
+    rel = lib.select(con, since=start, until=end, agent=agent)
     if fmt == "table":
         written = _table(rel.select(*lib.TOP_COLUMNS))
     else:
         written = output.emit(rel, fmt, None)
     if not written:
-        asked = " for the period or agent asked" if since or until or agent else ""
+        asked = " in the period or of the agent asked" if since or until or agent else ""
         typer.echo(
             f"no findings{asked}: no cache break after a conversation's first turn", err=True
         )

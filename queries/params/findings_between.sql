@@ -6,8 +6,9 @@
 -- output: the findings view's rows (schemas/findings.json) over the breaks in [since, until)
 --   only: turns, tokens and money of that period, share_of_turns over the scope's later turns in
 --   it, first/last seen and the example within it, and saving_per_week scaled from the
---   requests of the period (first to last, at least one day). With no bound it gives the
---   findings view's rows (a test holds the two equal).
+--   period's length (since to until as given; an open end at the first or last request of the
+--   period; at least one day). With no bound it gives the findings view's rows (a test holds
+--   the two equal).
 WITH subjects AS (
     SELECT
         request_id,
@@ -25,9 +26,16 @@ scope_turns AS (
     GROUP BY ALL
 ),
 
+-- the period's length: from --since to --until as asked (a week is 7 days, however its traffic
+-- fell in it), an open end at the period's first or last request
 observed AS (
     SELECT greatest(
-        coalesce(epoch(max(started_at)) - epoch(min(started_at)), 0) / 86400.0, 1.0
+        coalesce(
+            epoch(coalesce($until::TIMESTAMPTZ, max(started_at)))
+                - epoch(coalesce($since::TIMESTAMPTZ, min(started_at))),
+            0
+        ) / 86400.0,
+        1.0
     )                                                                   AS observed_days
     FROM requests
     WHERE ($since IS NULL OR started_at >= $since::TIMESTAMPTZ)
