@@ -339,3 +339,20 @@ def test_a_password_with_a_slash_in_a_url_is_removed_with_its_user() -> None:
         f"https://fn.example.net/api/x?code={REDACTED}&v=1"
     )
     assert "pa/ss" not in redact_text("connect to mysql://app:pa/ss@db:3306/x failed")
+
+
+def test_a_credential_name_is_found_whatever_comes_before_it_or_inside_it() -> None:
+    # the name after a JSON escape's letter or digits, after `--` or `_`, holding two name words
+    cases = {
+        "quote": ("say \\u0022password=Sw0rdfish-99\\u0022", "Sw0rdfish"),
+        "flag": ("--client-secret=Sw0rdfish-99 next", "Sw0rdfish"),
+        "private": ("_auth_token: Sw0rdfish-99", "Sw0rdfish"),
+        "upper": ("X-AUTH-TOKEN: Sw0rdfish-99", "Sw0rdfish"),
+        "dotted": ("settings.db.password = Sw0rdfish-99;", "Sw0rdfish"),
+    }
+    for what, (text, secret) in cases.items():
+        data = json.dumps({"c": text}).encode().replace(b"\\\\u0022", b"\\u0022")
+        masked = mask_secrets(data)
+        assert secret.encode() not in masked and len(masked) == len(data), (what, masked)
+    kept = json.dumps({"c": "tokenizer: ready; keyboard = us; monkey: banana"}).encode()
+    assert mask_secrets(kept) == kept
