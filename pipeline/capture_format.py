@@ -13,16 +13,19 @@ from typing import Any
 import orjson
 
 from pipeline.records import Exchange
-from pipeline.redact import account_of, cut_text, redact_headers, redact_url
+from pipeline.redact import account_of, cut_text, mask_secrets, redact_headers, redact_url
 
 SCHEMA_VERSION = 1
 
 
 def _body_field(body: bytes) -> tuple[str, str]:
+    """A body as text, or as base64 when it is not UTF-8 (a stream cut inside a character, a
+    Latin-1 byte): masked first, as the writer masks the text of a line, which cannot see a key
+    inside base64."""
     try:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
-        return base64.b64encode(body).decode("ascii"), "base64"
+        return base64.b64encode(mask_secrets(body)).decode("ascii"), "base64"
 
 
 def iso_utc(ts: datetime) -> str:

@@ -310,8 +310,17 @@ def redact_text(text: str) -> str:
     text = _USERINFO.sub(rf"\1{REDACTED}@", text)
     text = _PEM_IN_TEXT.sub(rf"\1{REDACTED}", text)
     for pattern in (_PARAM_IN_TEXT, _HEADER_IN_TEXT, _HEADER_PAIR_IN_TEXT):
-        text = pattern.sub(rf"\1{REDACTED}", text)
+        text = pattern.sub(_masked_after_name, text)
     return text
+
+
+def _masked_after_name(match: re.Match[str]) -> str:
+    """The name kept and its value masked, unless it is masked already (a redacted URL quoted
+    in a message: `;api_key=[REDACTED]` must not become `[[REDACTED]`)."""
+    value = match.group(0)[match.end(1) - match.start(0) :]
+    if value.lstrip("[").startswith("REDACTED"):
+        return match.group(0)
+    return match.group(1) + REDACTED
 
 
 @lru_cache(maxsize=4096)  # a capture repeats its paths, sessions and agents on every record

@@ -7,6 +7,7 @@ import base64
 from pathlib import Path
 
 import httpx
+import orjson
 from fixtures.capture.fake_upstream import FakeUpstream
 from fixtures.capture.harness import recording_proxy, serving
 
@@ -149,3 +150,63 @@ def test_a_mitmproxy_flow_with_an_auth_token_and_semicolon_key_is_written_withou
     with CaptureWriter(tmp_path) as writer:
         writer.write_record(snapshot_record(snap))
     _assert_no_gateway_secret_in(tmp_path)
+
+
+PASTED_KEY = "sk-proj-" + "Pq7Rs8Tu9Vw0Xy1Z" * 3
+
+
+def test_a_key_in_a_body_that_is_not_utf8_or_is_compressed_reaches_no_file(
+    tmp_path: Path,
+) -> None:
+    # a Latin-1 byte makes the body base64 in the record, where the writer's masking of the
+    # line cannot see the key; a gzip body was kept compressed. Both are masked before that.
+    import gzip
+
+    out = tmp_path / "capture"
+    log: list[str] = []
+    latin1 = (
+        b'{"model":"gpt-4o","messages":[{"role":"user","content":"caf\xe9 ' + PASTED_KEY.encode()
+    )
+    latin1 += b'"}]}'
+    text = b'{"model":"gpt-4o","messages":[{"role":"user","content":"key ' + PASTED_KEY.encode()
+    upstream = FakeUpstream()
+    with (
+        serving(upstream) as up,
+        recording_proxy(up.url, out, log=log) as (proxy, _app),
+        httpx.Client() as client,
+    ):
+        url = f"{proxy.url}/v1/chat/completions"
+        client.post(url, content=latin1)  # the fake upstream cannot parse it (500): recorded
+        zipped = gzip.compress(text + b'"}]}')
+        client.post(url, content=zipped, headers={"content-encoding": "gzip"})
+        # a UTF-8 header value (X-Title: café) is forwarded as sent, not answered with a 500
+        titled = client.post(url, content=b"{}", headers={"x-title": "caf\u00e9".encode()})
+        assert titled.status_code == 200
+    assert ("x-title", "caf\u00e9") in upstream.seen[-1].headers  # the client's UTF-8 bytes
+    records = [orjson.loads(line) for line in next(out.glob("*.jsonl")).read_bytes().splitlines()]
+    assert [r["request"]["body_encoding"] for r in records] == ["base64", "utf-8", "utf-8"]
+    assert PASTED_KEY[8:].encode() not in base64.b64decode(records[0]["request"]["body"])
+    assert records[1]["request"]["body"].startswith('{"model":"gpt-4o"')  # decoded, readable
+    assert PASTED_KEY[8:] not in records[1]["request"]["body"]
+
+
+def test_a_key_in_the_path_of_a_request_no_route_takes_is_not_logged_or_answered(
+    tmp_path: Path,
+) -> None:
+    from pipeline.capture.config import ProxyConfig, UpstreamRoute
+    from pipeline.capture.proxy import CaptureProxy, ProxyOptions
+
+    key = "AIza" + "SyB4cD5eF6gH7iJ8kL9mN0oP1qR2sT3u"
+    log: list[str] = []
+    writer = CaptureWriter(tmp_path / "capture")
+    config = ProxyConfig(routes=[UpstreamRoute(url="http://127.0.0.1:9", prefix="/openai")])
+    app = CaptureProxy(config, writer, ProxyOptions(), log=log.append)
+    try:
+        with serving(app) as proxy, httpx.Client() as client:
+            path = f"/v1beta/models/gemini-pro:generateContent;key={key}"
+            answer = client.post(proxy.url + path, json={})
+    finally:
+        writer.close()
+    assert answer.status_code == 404 and key not in answer.text
+    assert any("no upstream configured" in line for line in log)
+    assert key not in "\n".join(log)

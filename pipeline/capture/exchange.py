@@ -150,6 +150,17 @@ class ExchangeRecorder:
     def body_bytes(self) -> int:
         return len(self._body)
 
+    def _recorded_request_body(self) -> bytes:
+        """The request body decoded as its Content-Encoding says, as response bodies are: a
+        compressed body kept as sent was unreadable to ingest, and a key inside it unmaskable.
+        One that does not decode is kept as sent."""
+        coding = header_value(self.request_headers, "content-encoding")
+        if not coding or not self.request_body:
+            return self.request_body
+        decoder = BodyDecoder(coding)
+        decoded = decoder.decode(self.request_body) + decoder.flush()
+        return self.request_body if decoder.error else decoded
+
     def record(self) -> dict[str, Any]:
         got_response = self.status is not None
         return make_record(
@@ -158,7 +169,7 @@ class ExchangeRecorder:
             method=self.method,
             url=self.url,
             request_headers=self.request_headers,
-            request_body=self.request_body,
+            request_body=self._recorded_request_body(),
             status=self.status,
             response_headers=self.response_headers,
             response_body=bytes(self._body) if got_response else None,

@@ -31,7 +31,7 @@ import uvicorn
 from pipeline.capture.config import exposure_warning, parse_listen
 from pipeline.capture.proxy import _Server, bind, stderr_log, url_host
 from pipeline.capture.writer import CaptureWriter
-from pipeline.redact import REDACTED, is_secret_name, redact_query, redact_url
+from pipeline.redact import REDACTED, is_secret_name, redact_query, redact_text, redact_url
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -166,7 +166,8 @@ class OtlpReceiver:
         protobuf = content_type.split(";")[0].strip().lower() == PROTOBUF
         try:
             if scope["path"] != TRACES_PATH:
-                raise BadRequest(404, f"no such endpoint {scope['path']!r}; spans go to /v1/traces")
+                shown = redact_text(redact_url(scope["path"]))
+                raise BadRequest(404, f"no such endpoint {shown!r}; spans go to /v1/traces")
             if scope["method"] != "POST":
                 raise BadRequest(405, "use POST")
             body = await _read_body(receive)

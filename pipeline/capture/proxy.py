@@ -52,7 +52,7 @@ from pipeline.capture.exchange import (
 )
 from pipeline.capture.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, FsyncPolicy
 from pipeline.errors import NetworkError
-from pipeline.redact import redact_url
+from pipeline.redact import redact_text, redact_url
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -209,8 +209,10 @@ class CaptureProxy:
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1").split("?")[0]
         route = self.config.route_for(scope["path"], header_value(raw_headers, "host"))
         if route is None:
-            await _respond(send, 404, _error_body("no_route", f"no upstream for {scope['path']}"))
-            self.log(f"capture: no upstream configured for {scope['path']!r}; answered 404")
+            # the path may carry a key (`...:generateContent;key=...`): shown redacted
+            shown = redact_text(redact_url(scope["path"]))
+            await _respond(send, 404, _error_body("no_route", f"no upstream for {shown}"))
+            self.log(f"capture: no upstream configured for {shown!r}; answered 404")
             return
         if header_value(raw_headers, "content-length") is not None and header_value(
             raw_headers, "transfer-encoding"
@@ -280,9 +282,10 @@ class CaptureProxy:
         response: httpx.Response | None = None
         emitted = False
         try:
-            request = httpx.Request(
-                rec.method, rec.url, headers=rec.request_headers, content=rec.request_body
-            )
+            # as bytes: the headers were read as Latin-1, so this gives back the client's bytes
+            # (a UTF-8 `X-Title: café` included; httpx encodes text headers as ASCII)
+            raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in rec.request_headers]
+            request = httpx.Request(rec.method, rec.url, headers=raw, content=rec.request_body)
             try:
                 response = await self._client.send(request, stream=True)
             except httpx.HTTPError as exc:
