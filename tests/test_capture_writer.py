@@ -120,3 +120,21 @@ def test_a_line_that_is_not_exactly_one_line_is_refused(tmp_path: Path) -> None:
         raise AssertionError(f"accepted {bad!r}")
     writer.close()
     assert writer.paths == []
+
+
+def test_a_capture_directory_removed_while_recording_gets_the_next_record_in_a_new_file(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    out = tmp_path / "capture"
+    warnings: list[str] = []
+    writer = CaptureWriter(out, fsync="never", warn=warnings.append)
+    assert writer.write_record(_record(1))
+    shutil.rmtree(out)  # a cleanup job, or a user, while the proxy runs
+    assert writer.write_record(_record(2))
+    writer.close()
+    files = sorted(out.glob("*.jsonl"))
+    assert len(files) == 1  # the first file went with the directory; the record did not
+    assert [orjson.loads(line)["id"] for line in files[0].read_bytes().splitlines()] == ["rec-2"]
+    assert len(warnings) == 1 and "was removed; recording to a new file" in warnings[0]

@@ -147,6 +147,7 @@ class OtlpReceiver:
         self.writer = writer
         self.log = log
         self.exports = 0
+        self.unwritten = 0
         self.spans = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -182,7 +183,11 @@ class OtlpReceiver:
                 for rs in export.get("resourceSpans") or ()
                 for ss in (rs or {}).get("scopeSpans") or ()
             )
-            self.writer.write(line)
+            if not self.writer.write(line):
+                # the export is the whole record: a 503 makes the exporter send it again
+                # (OTLP/HTTP retries 429, 502, 503 and 504), where a 200 would lose it
+                self.unwritten += 1
+                raise BadRequest(503, "the capture file could not be written; retry later")
         except BadRequest as exc:
             await _error(send, exc, protobuf)
             self.log(f"capture otlp: {exc.status} {exc.message}")
@@ -269,5 +274,6 @@ def serve(out_dir: Path, listen: str, *, log: Log = stderr_log) -> OtlpReceiver:
     finally:
         writer.close()
         sock.close()
-    log(f"capture otlp: stopped; {app.exports} exports, {app.spans} spans written")
+    refused = f"; {app.unwritten} refused with 503 (file not written)" if app.unwritten else ""
+    log(f"capture otlp: stopped; {app.exports} exports, {app.spans} spans written{refused}")
     return app

@@ -84,10 +84,19 @@ class ProxyOptions:
     header_timeout: float = 5.0
 
 
+# the outcome counted for an exchange whose record the writer could not write
+UNRECORDED = "not recorded"
+
+
 @dataclass
 class Stats:
     outcomes: Counter[str] = field(default_factory=Counter)
     since_summary: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def recorded(self) -> int:
+        """Exchanges whose record was written."""
+        return sum(n for k, n in self.outcomes.items() if k != UNRECORDED)
 
     def add(self, outcome: str) -> None:
         self.outcomes[outcome] += 1
@@ -172,9 +181,12 @@ class CaptureProxy:
     def _print_summary(self, seconds: float, final: bool = False) -> None:
         where = str(self.writer.current_path or self.writer.out_dir)
         if final:
-            total = sum(self.stats.outcomes.values())
-            detail = ", ".join(f"{n} {k}" for k, n in sorted(self.stats.outcomes.items()))
-            self.log(f"capture: stopped; {total} exchanges recorded ({detail or 'none'})")
+            lost = self.stats.outcomes[UNRECORDED]
+            total = self.stats.recorded
+            kinds = sorted((k, n) for k, n in self.stats.outcomes.items() if k != UNRECORDED and n)
+            detail = ", ".join(f"{n} {k}" for k, n in kinds)
+            tail = f"; {lost} not recorded (the file could not be written)" if lost else ""
+            self.log(f"capture: stopped; {total} exchanges recorded ({detail or 'none'}){tail}")
             return
         line = self.stats.summary(seconds, where)
         if line:
@@ -343,9 +355,11 @@ class CaptureProxy:
     def _emit(self, rec: ExchangeRecorder) -> bool:
         if rec.outcome is None:  # cancelled without a reason recorded
             rec.finish(INTERRUPTED, "exchange cancelled")
-        self.writer.write_record(rec.record())
+        written = self.writer.write_record(rec.record())
         outcome = rec.outcome or INTERRUPTED
-        self.stats.add(outcome)
+        # an exchange whose record could not be written is not counted as recorded (the
+        # writer says why on stderr); the final line gives both counts
+        self.stats.add(outcome if written else UNRECORDED)
         if self.options.verbose:
             status = rec.status if rec.status is not None else "---"
             ttfb = f"{rec.first_byte_ms:.0f}" if rec.first_byte_ms is not None else "-"
@@ -545,4 +559,4 @@ def serve(
         uvicorn_log.removeFilter(uvicorn_lines)
         writer.close()
         sock.close()
-    return sum(app.stats.outcomes.values())
+    return app.stats.recorded

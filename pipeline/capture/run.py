@@ -187,7 +187,7 @@ def run(
         server.stop(timeout=grace_seconds + 10)
         writer.close()
         sock.close()
-    return RunResult(code, sum(app.stats.outcomes.values()), list(writer.paths))
+    return RunResult(code, app.stats.recorded, list(writer.paths))
 
 
 def _run_child(command: Sequence[str], env: dict[str, str], log: Log) -> int:

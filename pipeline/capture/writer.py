@@ -14,11 +14,14 @@ Guarantees, and why they hold:
 - One file per UTC hour, and a new file when one passes `rotate_bytes`. Names carry the pid, so
   two processes writing one directory never share a file:
   `capture-20260102T13Z-p4242.jsonl`, then `capture-20260102T13Z-p4242-2.jsonl`, ...
-- Recording never breaks the traffic being recorded: a failed write (full disk, EIO, a removed
-  directory) is swallowed, counted in `failed`, and reported on stderr at most once per
-  `warn_every` seconds. A write that failed part-way leaves a fragment without its newline, so
-  the next record written to that file starts with a newline: the fragment is one rejected line
-  and the good record after it is whole.
+- Recording never breaks the traffic being recorded: a failed write (full disk, EIO, a
+  directory that cannot be made again) is swallowed, counted in `failed`, and reported on
+  stderr at most once per `warn_every` seconds, and those not yet reported when the writer
+  closes; `write` returns False for it. A file removed while open (its directory deleted) is
+  noticed at the next write, which goes to a new file (the directory made again). A write that
+  failed part-way leaves a fragment without its newline, so the next record written to that
+  file starts with a newline: the fragment is one rejected line and the good record after it
+  is whole.
 """
 
 from __future__ import annotations
@@ -98,11 +101,13 @@ class CaptureWriter:
     def current_path(self) -> Path | None:
         return self._path
 
-    def write_record(self, record: dict[str, Any]) -> None:
-        self.write(dumps_record(record))
+    def write_record(self, record: dict[str, Any]) -> bool:
+        return self.write(dumps_record(record))
 
-    def write(self, line: bytes) -> None:
-        """Append one complete JSONL line (it must end with a newline)."""
+    def write(self, line: bytes) -> bool:
+        """Append one complete JSONL line (it must end with a newline). False when it could not
+        be written (counted in `failed` and said on stderr): a tool for which the record is the
+        whole point (the OTLP receiver) tells its client so."""
         if not line.endswith(b"\n") or b"\n" in line[:-1]:
             raise ValueError("a capture record is exactly one line ending in a newline")
         # The last gate before the disk, for every capture tool: a key shape or a credential field
@@ -113,6 +118,8 @@ class CaptureWriter:
                 self._write_locked(line)
             except OSError as exc:
                 self._failed(exc)
+                return False
+        return True
 
     def _write_locked(self, line: bytes) -> None:
         fd = self._fd_for(len(line))
@@ -160,6 +167,12 @@ class CaptureWriter:
             self._syncer.join(timeout=5)
         with self._lock:
             self._close_fd()
+            if self._failed_since_warn:  # failures after the last warning: said before the end
+                self._warn(
+                    f"capture: could not record {self._failed_since_warn} more exchange(s) to"
+                    f" {self._path or self.out_dir} ({self.failed} unrecorded in total)"
+                )
+                self._failed_since_warn = 0
 
     def __enter__(self) -> CaptureWriter:
         return self
@@ -171,7 +184,14 @@ class CaptureWriter:
 
     def _fd_for(self, incoming: int) -> int:
         hour = self._clock().astimezone(UTC).strftime("%Y%m%dT%H")
-        if self._fd is not None and hour == self._hour:
+        if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+            # the file was removed (its directory deleted, a cleanup job): writing on would
+            # land in an unlinked file nobody can read. A new file, in the directory made again.
+            self._warn(f"capture: {self._path} was removed; recording to a new file")
+            self._close_fd()
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._hour, self._seq = hour, (self._seq + 1 if hour == self._hour else 1)
+        elif self._fd is not None and hour == self._hour:
             if self._size == 0 or self._size + incoming <= self.rotate_bytes:
                 return self._fd
             self._seq += 1

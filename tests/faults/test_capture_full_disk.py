@@ -101,18 +101,20 @@ def test_a_write_torn_by_a_full_disk_is_isolated_and_the_next_record_is_whole(
     warnings: list[str] = []
     writer = CaptureWriter(tmp_path, fsync="never", warn=warnings.append, warn_every=3600)
     pad = "x" * 40
-    writer.write_record({"n": 1, "pad": pad})
+    assert writer.write_record({"n": 1, "pad": pad})
     disk.full = True
     for n in range(2, 6):  # four records fail: one torn, three not written at all
-        writer.write_record({"n": n, "pad": pad})
+        assert not writer.write_record({"n": n, "pad": pad})  # the caller is told
     disk.full = False
     writer.write_record({"n": 6, "pad": pad})
     writer.close()
 
     assert writer.failed == 4
-    assert len(warnings) == 1  # rate-limited: one line for the four failures
+    assert len(warnings) == 2  # rate-limited: the first failure, and at close the rest
     assert "could not record 1 exchange(s)" in warnings[0]
     assert "No space left on device" in warnings[0]
+    assert "could not record 3 more exchange(s)" in warnings[1]
+    assert "(4 unrecorded in total)" in warnings[1]
     lines = _lines(writer.paths)
     assert len(lines) == 3  # the good one, the fragment alone, the good one after recovery
     assert orjson.loads(lines[0]) == {"n": 1, "pad": pad}
@@ -137,8 +139,11 @@ def test_the_proxy_passes_the_upstreams_bytes_through_a_full_capture_disk(
         assert response.status_code == 200
         assert response.content == expected
     assert failed == 5
+    # the five are not counted as recorded (the final line of `capture proxy` says both)
+    assert app.stats.recorded == 3 and app.stats.outcomes["not recorded"] == 5
     stderr = capsys.readouterr().err
-    assert stderr.count("capture: could not record") == 1
+    assert stderr.count("capture: could not record 1 exchange(s)") == 1
+    assert "could not record 4 more exchange(s)" in stderr  # said when the writer closed
     assert "No space left on device" in stderr
     lines = _lines(paths)
     assert len(lines) == 4  # before, the torn fragment alone, and both after recovery
@@ -169,3 +174,26 @@ def test_an_sdk_hook_returns_the_response_through_a_full_capture_disk(
     records = _whole_records(writer.paths)
     assert len(records) == 1
     assert records[0]["response"]["body"].encode() == expected
+
+
+def test_the_otlp_receiver_answers_503_for_an_export_it_could_not_write(
+    tmp_path: Path, disk: FullDisk
+) -> None:
+    # an OTLP exporter sends an export again after a 503; after a 200 it is gone for good
+    from pipeline.capture.otlp_receiver import OtlpReceiver
+
+    writer = CaptureWriter(tmp_path / "otlp", prefix="otlp", warn=lambda line: None)
+    app = OtlpReceiver(writer, log=lambda line: None)
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "chat"}]}]}]}
+    try:
+        with serving(app) as server:
+            url = f"{server.url}/v1/traces"
+            assert httpx.post(url, json=export, timeout=10).status_code == 200
+            disk.full = True
+            refused = httpx.post(url, json=export, timeout=10)
+            disk.full = False
+            again = httpx.post(url, json=export, timeout=10)
+    finally:
+        writer.close()
+    assert refused.status_code == 503 and again.status_code == 200
+    assert (app.exports, app.unwritten) == (2, 1)
