@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
@@ -369,16 +370,16 @@ _BEARER_VALUE = r"[A-Za-z0-9._~+/=-]{8,}"
 _BODY_FIELD = re.compile(rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*"))({_FIELD_VALUE})'.encode())
 _BODY_KEY = re.compile(rf"{_KEY_BOUNDARY}(?:{_KEY_SHAPES})".encode())
 # The rules that keep what names the value (group 1) and mask the value (group 2), same length,
-# each with a plain test that spares its scan where it cannot match: Python's engine tries a
+# each with an RE2 test that spares its scan where it cannot match: Python's engine tries a
 # pattern at every position, and these cost 10-35 ms per MB each even where nothing matches.
 _BODY_NAMED = [
-    (re.compile(rf"({_PARAM_HEAD})({_PARAM_VALUE})".encode()), re.compile(rb"=|%3[Dd]")),
+    (re.compile(rf"({_PARAM_HEAD})({_PARAM_VALUE})".encode()), _PARAM_HEAD),
     (
         re.compile(rf"({_NAME_BOUNDARY}{_BEARER_HEAD})({_BEARER_VALUE})".encode()),
-        re.compile(rb"(?i)b(?:earer|asic)\s"),
+        r"(?i)b(?:earer|asic)\s",
     ),
-    (re.compile(rf"({_PEM_HEAD})({_PEM_BODY})".encode()), re.compile(rb"PRIVATE KEY")),
-    (re.compile(rf"({_URL_SCHEME})({_USERINFO_VALUE})(?=@)".encode()), re.compile(rb"://[^\s@]+@")),
+    (re.compile(rf"({_PEM_HEAD})({_PEM_BODY})".encode()), "PRIVATE KEY"),
+    (re.compile(rf"({_URL_SCHEME})({_USERINFO_VALUE})(?=@)".encode()), r"://[^\s@]+@"),
 ]
 # `name: value` / `name=value` in a body, found in steps (one pattern for the whole rule took
 # 0.3 s per MB of prompt, trying the name rule at every position): the words a credential name
@@ -454,6 +455,8 @@ _SCREEN = (
     rf"|(?i:(?:(?:{_OWNERS}){_SEP}?key|token|secret|auth|credentials?|signature|sig|pass|pwd)"
     rf"\\*\"?\s*[:=])|(?i:(?:[?&;]|%26|%3b)(?:key|code)(?:=|%3d))"
 )
+# A JSON field named as a credential, in RE2: spares _BODY_FIELD's scan where there is none.
+_FIELD_SCREEN = rf'(?i:{_NAME})\\*"\s*:'
 # The same rules for stored prompt text, in RE2: one pass, every alternative's kept part a group
 # of its own (a group that took no part is empty in the replacement).
 _TEXT_BOUNDARY = r"(?:^|[^A-Za-z0-9_.\\]|\\[nrtbf]|\\u[0-9a-fA-F]{4})"
@@ -482,12 +485,16 @@ def _named_value(match: re.Match[bytes]) -> bytes:
     return match.group(1) + _mask_of(len(value))
 
 
-def _mask_bytes(data: bytes) -> bytes:
-    data = _mask_assignments(_BODY_FIELD.sub(_named_value, data))
-    for rule, possible in _BODY_NAMED:
-        if possible.search(data):
+def _mask_bytes(data: bytes, has: Callable[[str], bool]) -> bytes:
+    """Every rule over `data`; `has(pattern)` says (in RE2, a few ms per MB) whether a rule's
+    candidates are there at all: the key shapes alone cost Python's engine 40 ms per MB."""
+    if has(_FIELD_SCREEN):
+        data = _BODY_FIELD.sub(_named_value, data)
+    data = _mask_assignments(data)
+    for rule, candidates in _BODY_NAMED:
+        if has(candidates):
             data = rule.sub(_named_value, data)
-    return _BODY_KEY.sub(_same_length, data)
+    return _BODY_KEY.sub(_same_length, data) if has(_KEY_SHAPES) else data
 
 
 def mask_secrets(data: bytes) -> bytes:
@@ -498,12 +505,15 @@ def mask_secrets(data: bytes) -> bytes:
         import pyarrow as pa
         import pyarrow.compute as pc
     except ImportError:
-        # The mitmproxy addon runs in mitmproxy's own environment, which has no pyarrow: the
-        # screen below only spares the substitutions on a line without a candidate.
-        return _mask_bytes(data)
-    if not pc.any(pc.match_substring_regex(pa.array([data], pa.binary()), _SCREEN)).as_py():
-        return data
-    return _mask_bytes(data)
+        # The mitmproxy addon runs in mitmproxy's own environment, which has no pyarrow: every
+        # rule runs on every line.
+        return _mask_bytes(data, lambda pattern: True)
+    column = pa.array([data], pa.binary())
+
+    def has(pattern: str) -> bool:
+        return bool(pc.any(pc.match_substring_regex(column, pattern)).as_py())
+
+    return _mask_bytes(data, has) if has(_SCREEN) else data
 
 
 def mask_texts(values: list[str]) -> pa.Array:
