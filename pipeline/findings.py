@@ -166,6 +166,11 @@ def check(
     if max_lost_share is not None and share is not None and share > max_lost_share:
         broken.append(f"lost share {share:.4f} > {max_lost_share}")
         culprits += [r for r in ours if (r["tokens_lost"] or 0) > 0]
+    elif max_lost_share is not None and share is None:
+        # an unknown share is no share under the limit: a capture of nothing (a test run that
+        # made no LLM call, every record rejected) must not pass the gate
+        why = "every break's loss is unknown" if inputs else "no request with a known input"
+        broken.append(f"lost share unknown ({why}): the limit {max_lost_share} cannot be checked")
     for currency, amount in sorted(money.items()):
         if max_lost_money is not None and amount > max_lost_money:
             broken.append(f"lost money {amount:.4f} {currency} > {max_lost_money}")

@@ -156,6 +156,27 @@ def test_check_passes_with_a_lost_share_of_0_on_traffic_without_breaks(tmp_path:
     assert "no findings: no cache break" in listed.stderr
 
 
+def test_check_fails_when_nothing_could_be_measured_rather_than_pass(tmp_path: Path) -> None:
+    # a test run that made no LLM call, or whose every record was rejected: the share is
+    # unknown, which is no share under the limit
+    (tmp_path / "x.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "y.txt").write_text("hi\n")
+    wh = Warehouse(tmp_path / "warehouse")
+    loaded = run_cli(
+        "ingest", str(tmp_path / "x.jsonl"), str(tmp_path / "y.txt"), "-w", str(wh.root)
+    )
+    assert "0 accepted + 2 rejected" in loaded.stderr
+    (tmp_path / "empty").mkdir()
+    for where in (wh.root, tmp_path / "empty"):
+        done = run_cli("check", "-w", str(where))
+        assert done.returncode == ExitCode.LIMIT, where
+        assert done.stdout.splitlines()[0] == (
+            "FAIL: lost share unknown (no request with a known input): the limit 0.05 cannot be"
+            " checked"
+        )
+        assert "error: the cache-break gate failed: lost share unknown" in done.stderr
+
+
 def test_check_words_a_finding_without_a_change_class_as_summary_does(
     demo: tuple[Path, Any],
 ) -> None:

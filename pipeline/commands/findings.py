@@ -213,7 +213,7 @@ def check(
             message = _finding_line(f).strip()
             typer.echo(f"::error title=cache break {f['cause']}::{_escape(message)}", err=True)
     if verdict.broken:
-        raise LimitExceeded("cache breaks over the limit: " + "; ".join(verdict.broken))
+        raise LimitExceeded("the cache-break gate failed: " + "; ".join(verdict.broken))
 
 
 def _left_out(verdict: Verdict) -> str:
