@@ -141,3 +141,26 @@ def test_the_conversation_page_shows_each_breaks_money_in_its_row(
     assert breaks
     for turn, cost, currency in breaks:
         assert f"<td>{money(cost)} {currency}</td>" in by_turn[turn], turn
+
+
+def test_the_conversation_page_names_the_prices_of_its_money_and_the_turns_its_chart_leaves_out(
+    demo: tuple[Warehouse, Any], tmp_path: Path
+) -> None:
+    from pipeline.reports.conversation import generate_conversation
+
+    wh, con = demo
+    # a conversation with turns whose input was not reported: in the table, not in the chart
+    (cid, turns), *_ = con.execute(
+        "SELECT c.conversation_id, list(c.turn ORDER BY c.turn) FROM conversations AS c"
+        " JOIN requests AS r USING (request_id) WHERE r.input_tokens IS NULL"
+        " GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
+    ).fetchall()
+    ((digest,),) = con.execute("SELECT price_digest FROM price_digest").fetchall()
+    page = generate_conversation(wh, tmp_path, cid, now=NOW).read_text(encoding="utf-8")
+    assert f"<dt>Price table digest</dt><dd><code>{digest}</code>" in page
+    listed = ", ".join(str(t) for t in turns)
+    word = "turn" if len(turns) == 1 else "turns"
+    assert (
+        f"The chart leaves out {len(turns)} {word} whose input was not reported (turn {listed})"
+        in page
+    )

@@ -108,7 +108,7 @@ def _grouped(
     currencies = {r["currency"] for r in rows if r["currency"]}
     money = f" {next(iter(currencies))}" if len(currencies) == 1 else ""
     header = [by, "requests", "input", "cache read", "hit ratio", f"cost{money}",
-              f"saved{money}", "lost to breaks", "unknown"]  # fmt: skip
+              f"saved{money}", "tokens lost to breaks", "unknown"]  # fmt: skip
     cells = [
         (
             "NULL" if r["group"] is None else str(r["group"]),
@@ -175,8 +175,9 @@ def _unknowns(row: dict[str, Any]) -> str:
 
 def _headline_json(con: Any, rel: Any) -> None:
     """The headline row with its money: `costs`, cost_summary's rows (one per currency, and
-    the unpriced requests with their reasons), `lost_to_prompt_changes` per currency (a
-    provider miss aside: its money is in left_on_table) and the costliest `findings`."""
+    the unpriced requests with their reasons), `records_rejected`, `lost_to_prompt_changes`
+    per currency (a provider miss aside: its money is in left_on_table) and the costliest
+    `findings`."""
     import orjson
 
     from pipeline import sql as sqlmod
@@ -187,6 +188,8 @@ def _headline_json(con: Any, rel: Any) -> None:
         return [dict(zip(relation.columns, r, strict=True)) for r in relation.fetchall()]
 
     [row] = records(rel)
+    # records that became no request, in no figure: counted, as the table says them
+    row["records_rejected"] = sqlmod.run(con, "SELECT count(*) FROM rejects").fetchall()[0][0]
     row["costs"] = records(
         sqlmod.run(con, "SELECT * FROM cost_summary ORDER BY currency NULLS LAST")
     )
@@ -215,7 +218,7 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
 
     views = ["headline", "cost_summary", "findings"]
     build_first.store_stale_views(wh, views, options, say=err)
-    con = sqlmod.connect(wh, options=options, only=views)
+    con = sqlmod.connect(wh, options=options, only=[*views, "rejects"])
     rel = sqlmod.run(con, "SELECT * FROM headline")
     if fmt == "json":
         _headline_json(con, rel)
@@ -229,6 +232,13 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
         err(f"{name} holds no requests yet: run `cacheaudit ingest FILE -w {name}`")
     typer.echo(f"requests:            {data['requests']:,}")
     typer.echo(f"  usage unknown:     {data['requests_usage_unknown']:,}")
+    ((rejected,),) = sqlmod.run(con, "SELECT count(*) FROM rejects").fetchall()
+    if rejected:
+        # records that became no request are in no figure below: said, not silently dropped
+        typer.echo(
+            f"  rejected records:  {rejected:,} (unreadable, in no figure below; why:"
+            ' cacheaudit sql "SELECT reason, count(*) FROM rejects GROUP BY 1")'
+        )
     # A NULL sum means no row had the value: unknown on every request, never 0. Input can be
     # unknown with usage reported (an OTel span with only output), so it has its own count.
     input_unknown = data["requests_input_unknown"]

@@ -39,7 +39,9 @@ def generate_conversation(
     if con is None:
         # the views the page reads and what they read: a heavy view that cannot be read from
         # storage (`--rules`) is then computed once for the session (`sql.compute_once`)
-        con = sql.connect(wh, options=options or sql.SqlOptions(), only=[view, "sources"])
+        con = sql.connect(
+            wh, options=options or sql.SqlOptions(), only=[view, "sources", "price_digest"]
+        )
     rows = fetch(con, view, "conversation_id = $1", [conversation_id])
     if not rows:
         raise NotFoundError(
@@ -67,7 +69,7 @@ def generate_conversation(
             footer_html=footer.render(
                 sources=sources if sources is not None else footer.sources_html(con),
                 warehouse=str(wh.root),
-                price_digest=None,
+                price_digest=_price_digest(con),
                 generated_at=now or datetime.now(UTC),
             ),
             nav_html='<nav><a href="index.html">All weeks</a></nav>',
@@ -76,3 +78,12 @@ def generate_conversation(
     path = out_dir / page_name(conversation_id)
     write_atomic(path, html)
     return path
+
+
+def _price_digest(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The digest of the prices behind the page's money lost (the weekly pages give theirs)."""
+    try:
+        rows = con.execute("SELECT price_digest FROM price_digest").fetchall()
+    except duckdb.Error:
+        return None
+    return str(rows[0][0]) if rows and rows[0][0] else None

@@ -14,18 +14,31 @@ MAX_SOURCES_LISTED = 12
 
 
 def sources_html(con: duckdb.DuckDBPyConnection) -> str:
+    """The sources the numbers come from, with what each gave: requests, and the records that
+    could not be read (rejected: in no figure of the page, so said here)."""
     rows = sql.run(
-        con, "SELECT source, records, accepted, ingested_at FROM sources ORDER BY source"
+        con, "SELECT source, records, accepted, rejected FROM sources ORDER BY source"
     ).fetchall()
     if not rows:
         return "none recorded"
+
+    def gave(accepted: int | None, rejected: int | None) -> str:
+        text = f"{accepted or 0:,} requests"
+        return text + (f", {rejected:,} records rejected" if rejected else "")
+
     listed = "".join(
-        f"<li><code>{escape.text(src)}</code> ({escape.text(f'{acc or 0:,}')} requests)</li>"
-        for src, _rec, acc, _at in rows[:MAX_SOURCES_LISTED]
+        f"<li><code>{escape.text(src)}</code> ({escape.text(gave(acc, rej))})</li>"
+        for src, _rec, acc, rej in rows[:MAX_SOURCES_LISTED]
     )
     more = len(rows) - MAX_SOURCES_LISTED
     extra = f"<li>and {more:,} more</li>" if more > 0 else ""
-    return f"{len(rows):,} source files<ul>{listed}{extra}</ul>"
+    rejected = sum(rej or 0 for *_, rej in rows)
+    note = (
+        f", {rejected:,} records rejected (in no figure here: see the <code>rejects</code> table)"
+        if rejected
+        else ""
+    )
+    return f"{len(rows):,} source files{note}<ul>{listed}{extra}</ul>"
 
 
 def render(

@@ -130,10 +130,17 @@ def build(rows: list[Row]) -> Section:
             f" Tokens lost is unknown (\u2014) for {count(unknown, 'break')}: a token count it"
             " needs was not reported."
         )
+    plotted = [r for r in rows if r["input_tokens"] is not None]
+    if len(plotted) < len(rows):
+        left = [str(r["turn"]) for r in rows if r["input_tokens"] is None]
+        caption += (
+            f" The chart leaves out {count(len(left), 'turn')} whose input was not reported"
+            f" (turn {', '.join(left[:5])}{', ...' if len(left) > 5 else ''}); the table lists"
+            " them."
+        )
     section = Section(
         "turns", TITLE, caption, body_html=table(COLUMNS, [_with_money(r) for r in rows])
     )
-    plotted = [r for r in rows if r["input_tokens"] is not None]
     if plotted:
         section.charts.append(PageChart("conversation-turns", spec(chart(plotted))))
     return section

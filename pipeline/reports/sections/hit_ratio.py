@@ -61,7 +61,9 @@ def chart(rows: list[Row]) -> alt.Chart:
             axis=alt.Axis(format="%"),
             scale=alt.Scale(domain=[0, 1]),
         ),
-        color=alt.Color("series:N", title="Provider · model"),
+        # the whole name: cut at the default 160 px, two dated snapshots of one model read the
+        # same ("anthropic · claude-3-5-sonnet-20…")
+        color=alt.Color("series:N", title="Provider · model", legend=alt.Legend(labelLimit=0)),
         tooltip=[
             alt.Tooltip("utcyearmonthdate(day):T", title="Day (UTC)", format="%Y-%m-%d"),
             alt.Tooltip("series:N", title="Provider · model"),

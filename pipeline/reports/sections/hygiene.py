@@ -12,8 +12,9 @@ CAPTION = (
     "Things to fix before the next deploy, for the agents active this week, costliest first:"
     " volatile content (times, ids, counters) early in the prompt, parts that change every turn"
     " placed before parts that stay, rewritten histories, tool calls without results. Each names"
-    " an example request, the segment position and an excerpt. Findings cover all recorded"
-    " traffic of the agent, not only this week."
+    " an example request, the segment position and an excerpt. Findings cover the traffic this"
+    " page reads: the week and the days before it that a cache entry could outlive into it;"
+    ' `cacheaudit sql "SELECT * FROM prefix_hygiene"` gives them over the whole history.'
 )
 COLUMNS = (
     Column("rank", "#", "int"),

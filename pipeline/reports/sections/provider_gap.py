@@ -46,7 +46,7 @@ def chart(rows: list[Row]) -> alt.Chart:
         )
         .mark_bar()
         .encode(
-            y=alt.Y("series:N", title="Provider · model"),
+            y=alt.Y("series:N", title="Provider · model", axis=alt.Axis(labelLimit=0)),
             yOffset=alt.YOffset("measure:N", sort=MEASURES),
             x=alt.X("tokens:Q", title="Cache-read tokens"),
             color=alt.Color(
