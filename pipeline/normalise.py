@@ -425,6 +425,7 @@ def build(
         "tool_prompt_tokens": usage.tool_prompt_tokens,
         "audio_input_tokens": usage.audio_input_tokens,
         "audio_cache_read_tokens": usage.audio_cache_read_tokens,
+        "audio_output_tokens": usage.audio_output_tokens,
         "web_search_requests": usage.web_search_requests,
         "largest_pass_prompt_tokens": max(passes) if passes else None,
         "smallest_pass_prompt_tokens": min(passes) if passes else None,

@@ -57,6 +57,7 @@ class Usage:
     tool_prompt_tokens: int | None = None
     audio_input_tokens: int | None = None  # the audio part of input_tokens
     audio_cache_read_tokens: int | None = None  # the audio part of cache_read_tokens
+    audio_output_tokens: int | None = None  # the audio part of output_tokens
     web_search_requests: int | None = None  # server-side web searches the provider billed
     # The whole prompt (input + cache) of each sampling pass when one response made several
     # (Anthropic compaction): a long-context price tier is chosen per pass, not on the sum.

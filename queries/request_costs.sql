@@ -10,8 +10,8 @@
 --   (cache_write - cache_write_1h; or the provider's single write price), 1h writes, output.
 --   A long-context tier is chosen from the whole prompt of each sampling pass (the largest,
 --   for a compacted response); passes on both sides of a threshold leave the request unpriced.
---   Audio input (and audio cache reads) at the row's audio prices where it has them, at the
---   text prices where it has none. Server-side web searches at the row's fee per 1,000, in
+--   Audio input (and audio cache reads) and audio output at the row's audio prices where it
+--   has them, at the text prices where it has none. Server-side web searches at the row's fee per 1,000, in
 --   cost_web_search and inside cost_total; a response that reports no count pays no fee. A
 --   winning row with no fee (empty: unknown, as in our researched rows, which track tokens)
 --   takes the fee of the best-ranked row in force for the priced model, in its currency, that
@@ -50,7 +50,7 @@ source AS (
              ELSE uncached_input_tokens END                             AS uncached_input_tokens,
         coalesce(read_before_caching, false)                            AS read_before_caching,
         output_tokens, reported_cost, cache_ttls,
-        audio_input_tokens, web_search_requests,
+        audio_input_tokens, audio_output_tokens, web_search_requests,
         -- the audio part of the cache reads; 0 without audio or without reads, NULL when audio
         -- was sent and read from the cache but the split was not reported
         CASE WHEN coalesce(audio_input_tokens, 0) = 0 THEN 0
@@ -235,6 +235,8 @@ priced AS (
                                         AS p_audio_miss_extra,
         coalesce(c.input_audio_cache_hit_per_mtok - c.input_cache_hit_per_mtok, 0)
                                         AS p_audio_hit_extra,
+        coalesce(c.output_audio_per_mtok - c.output_per_mtok, 0)
+                                        AS p_audio_out_extra,
         coalesce(c.web_search_per_1k, s.web_search_per_1k) AS p_search,
         c.row_id IS NOT NULL            AS has_row,
         EXISTS (
@@ -288,8 +290,13 @@ buckets AS (
              ELSE w5m_tokens * p_w5m / 1e6 END                          AS c_w5m,
         CASE WHEN NOT has_row THEN NULL WHEN w1h_tokens = 0 THEN 0::DOUBLE
              ELSE w1h_tokens * p_w1h / 1e6 END                          AS c_w1h,
+        -- spoken output at the row's audio output price; unknown (NULL) where the row has one
+        -- and the response did not say how much of its output was audio
         CASE WHEN NOT has_row THEN NULL WHEN output_tokens = 0 THEN 0::DOUBLE
-             ELSE output_tokens * p_out / 1e6 END                       AS c_out,
+             WHEN p_audio_out_extra <> 0 AND audio_output_tokens IS NULL THEN NULL
+             ELSE (output_tokens * p_out
+                   + coalesce(audio_output_tokens, 0) * p_audio_out_extra) / 1e6 END
+                                                                        AS c_out,
         CASE WHEN NOT has_row THEN NULL WHEN input_tokens = 0 THEN 0::DOUBLE
              ELSE (input_tokens * p_miss
                    + coalesce(audio_input_tokens, 0) * p_audio_miss_extra) / 1e6 END
@@ -327,6 +334,8 @@ computed AS (
             WHEN NOT has_row THEN 'no_price_for_model'
             WHEN tiers_split THEN 'passes_in_different_price_tiers'
             WHEN audio_read_tokens IS NULL THEN 'audio_cache_split_unknown'
+            WHEN output_tokens > 0 AND p_audio_out_extra <> 0 AND audio_output_tokens IS NULL
+                THEN 'audio_output_unknown'
             WHEN c_unc IS NULL THEN 'no_price_for_uncached_input'
             WHEN c_read IS NULL THEN 'no_price_for_cache_read'
             WHEN cache_write_tokens IS NOT NULL AND c_w5m IS NULL THEN 'no_price_for_cache_write_5m'
@@ -448,6 +457,7 @@ final AS (
         i.output_tokens,
         i.audio_input_tokens,
         i.audio_read_tokens                                             AS audio_cache_read_tokens,
+        i.audio_output_tokens,
         i.web_search_requests,
         i.c_unc                                                         AS cost_uncached_input,
         i.c_read                                                        AS cost_cache_read,

@@ -138,3 +138,27 @@ def test_the_price_library_prices_audio_input_at_its_audio_rate(
     got = costs["audio-library"]
     assert got["price_layer"] == "library"
     assert got["cost_total"] == pytest.approx(1_000 * 0.70 / 1e6, rel=1e-12)
+
+
+def test_spoken_output_is_priced_at_the_audio_output_rate_and_unknown_where_not_reported(
+    tmp_path: Any,
+) -> None:
+    # gpt-audio (the price library, as https://platform.openai.com/docs/pricing lists it):
+    # text 2.50 in / 10.00 out, audio 32.00 in / 64.00 out, per million tokens.
+    # 1,000 in (800 audio) and 2,000 out (1,800 audio):
+    # 200 x 2.50 + 800 x 32.00 + 200 x 10.00 + 1,800 x 64.00 = 143,300 per million = 0.1433
+    at = datetime(2025, 11, 10, 10, tzinfo=UTC)
+    spoken = tiny.request("spoken", at, "openai", "gpt-audio", input_tokens=1_000,
+                          cache_read_tokens=0, output_tokens=2_000)  # fmt: skip
+    spoken.update(audio_input_tokens=800, audio_output_tokens=1_800)
+    unsaid = tiny.request("unsaid", at, "openai", "gpt-audio", input_tokens=1_000,
+                          cache_read_tokens=0, output_tokens=2_000)  # fmt: skip
+    unsaid.update(audio_input_tokens=800)
+    con = sqlmod.connect(tiny.write(tmp_path / "wh", [spoken, unsaid]))
+    got = con.execute(
+        "SELECT request_id, cost_total, cost_output, unpriced_reason FROM request_costs ORDER BY 1"
+    ).fetchall()
+    assert got[0][1] == pytest.approx(0.1433, rel=1e-12)
+    assert got[0][2] == pytest.approx((200 * 10.00 + 1_800 * 64.00) / 1e6, rel=1e-12)
+    # its output may be all text or all speech: 0.0200 to 0.1280 USD; unknown, not a guess
+    assert got[1] == ("unsaid", None, None, "audio_output_unknown")

@@ -171,3 +171,27 @@ def test_an_openai_response_without_count_or_search_call_leaves_searches_unknown
     reported = {**calls, "tool_usage": {"web_search": {"num_requests": 2}}}
     told = responses.parse_response(200, orjson.dumps(reported), "openai", False)
     assert told.usage is not None and told.usage.web_search_requests == 2  # the API's own count
+
+
+def test_the_audio_part_of_the_output_is_read_for_openai_and_gemini() -> None:
+    # https://platform.openai.com/docs/api-reference/chat/object (completion_tokens_details);
+    # Gemini lists the output by modality in candidatesTokensDetails
+    openai = chat_completions.normalise_usage(
+        {
+            "prompt_tokens": 1000,
+            "completion_tokens": 2000,
+            "completion_tokens_details": {"audio_tokens": 1800, "text_tokens": 200},
+        }
+    )
+    gemini = generate_content.normalise_usage(
+        {
+            "promptTokenCount": 10,
+            "candidatesTokenCount": 500,
+            "candidatesTokensDetails": [{"modality": "AUDIO", "tokenCount": 500}],
+        }
+    )
+    text_only = chat_completions.normalise_usage({"prompt_tokens": 10, "completion_tokens": 5})
+    assert openai is not None and gemini is not None and text_only is not None
+    assert (openai.output_tokens, openai.audio_output_tokens) == (2000, 1800)
+    assert (gemini.output_tokens, gemini.audio_output_tokens) == (500, 500)
+    assert text_only.audio_output_tokens is None  # not reported: unknown, not 0

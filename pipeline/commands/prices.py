@@ -36,8 +36,9 @@ _LIST_COLUMNS = (
     "output_per_mtok",
     "input_audio_cache_miss_per_mtok",
     "input_audio_cache_hit_per_mtok",
+    "output_audio_per_mtok",
     "web_search_per_1k",
-)
+)  # the row's identity, then pipeline.prices.rows.ALL_PRICES in order (a test holds them equal)
 
 
 def _parse_at(text: str | None) -> datetime:

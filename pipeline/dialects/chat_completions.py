@@ -104,6 +104,10 @@ USAGE_MAP = DialectMap(
             src("prompt_tokens_details.cached_tokens_details.audio_tokens"),
             note="Inside cached_tokens (sent by the Realtime models)",
         ),
+        "audio_output_tokens": first(
+            src("completion_tokens_details.audio_tokens"),
+            note="Inside completion_tokens (gpt-audio: spoken answers, priced above text)",
+        ),
     },
     notes=(
         "DeepSeek: prompt_tokens = prompt_cache_hit_tokens + prompt_cache_miss_tokens, so "

@@ -37,6 +37,7 @@ COLUMNS = (
     "tool_prompt_tokens",
     "audio_input_tokens",
     "audio_cache_read_tokens",
+    "audio_output_tokens",
     "web_search_requests",
 )
 
@@ -89,6 +90,7 @@ OPTIONAL_COLUMNS = (
     "tool_prompt_tokens",
     "audio_input_tokens",
     "audio_cache_read_tokens",
+    "audio_output_tokens",
     "web_search_requests",
 )
 NOT_REPORTED = never("Not reported")

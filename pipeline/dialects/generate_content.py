@@ -79,6 +79,10 @@ USAGE_MAP = DialectMap(
         "audio_cache_read_tokens": first(
             src("cacheTokensDetails.[modality=AUDIO].tokenCount", "zero")
         ),
+        "audio_output_tokens": first(
+            src("candidatesTokensDetails.[modality=AUDIO].tokenCount", "zero"),
+            note="Inside candidatesTokenCount (native-audio and speech models)",
+        ),
     },
     notes=(
         "proto3 JSON omits zero counts: a field missing from a present usageMetadata is 0; a "

@@ -53,6 +53,7 @@ FIELDS = {
     "output_per_mtok": "output_mtok",
     "input_audio_cache_miss_per_mtok": "input_audio_mtok",
     "input_audio_cache_hit_per_mtok": "cache_audio_read_mtok",
+    "output_audio_per_mtok": "output_audio_mtok",
     # the library's price per thousand searches is our per-1k fee as it is
     "web_search_per_1k": "web_searches_kcount",
 }
