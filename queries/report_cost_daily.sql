@@ -38,6 +38,7 @@ days AS (
             FILTER (WHERE cost_source = 'computed')                     AS cache_write,
         sum(cost_output) FILTER (WHERE cost_source = 'computed')        AS output,
         sum(cost_web_search) FILTER (WHERE cost_source = 'computed')    AS web_search,
+        sum(cost_request_fee) FILTER (WHERE cost_source = 'computed')   AS request_fee,
         sum(cost_total) FILTER (WHERE cost_source = 'reported')         AS reported,
         sum(cost_total)                                                 AS cost_day,
         sum(cost_without_cache)                                         AS cost_without_cache_day,
@@ -59,7 +60,8 @@ parts AS (
     UNION ALL SELECT day, currency, 3, 'cache write', cache_write FROM days WHERE requests_computed > 0
     UNION ALL SELECT day, currency, 4, 'output', output FROM days WHERE requests_computed > 0
     UNION ALL SELECT day, currency, 5, 'web search', web_search FROM days WHERE web_search > 0
-    UNION ALL SELECT day, currency, 6, 'reported by the provider', reported
+    UNION ALL SELECT day, currency, 6, 'request fee', request_fee FROM days WHERE request_fee > 0
+    UNION ALL SELECT day, currency, 7, 'reported by the provider', reported
     FROM days WHERE requests_reported > 0
 ),
 

@@ -17,7 +17,8 @@
 --   takes the fee of the best-ranked row in force for the priced model, in its currency, that
 --   has one (the price library's, also for a name our aliases keep from it: a fee is no token
 --   price); a search with no fee anywhere leaves the request unpriced
---   (no_price_for_web_search).
+--   (no_price_for_web_search). A fee per request the row has (Perplexity) is in
+--   cost_request_fee and inside cost_total.
 -- When each provider began to offer prompt caching (its announcement): before that nothing
 -- could be read from a cache, so an absent cache read is a known 0 for pricing (requests keeps
 -- NULL: that is what was reported). OpenAI https://openai.com/index/api-prompt-caching/,
@@ -238,6 +239,7 @@ priced AS (
         coalesce(c.output_audio_per_mtok - c.output_per_mtok, 0)
                                         AS p_audio_out_extra,
         coalesce(c.web_search_per_1k, s.web_search_per_1k) AS p_search,
+        c.request_fee_per_1k            AS p_request,
         c.row_id IS NOT NULL            AS has_row,
         EXISTS (
             SELECT 1 FROM price_rows_source AS k
@@ -304,7 +306,10 @@ buckets AS (
         CASE WHEN web_search_requests IS NULL THEN NULL
              WHEN web_search_requests = 0 THEN 0::DOUBLE
              WHEN NOT has_row THEN NULL
-             ELSE web_search_requests * p_search / 1e3 END              AS c_search
+             ELSE web_search_requests * p_search / 1e3 END              AS c_search,
+        -- a fee per request on top of the tokens (none where the row has none)
+        CASE WHEN NOT has_row THEN NULL
+             ELSE coalesce(p_request, 0) / 1e3 END                      AS c_request
     FROM split
 ),
 
@@ -318,9 +323,11 @@ computed AS (
             + CASE WHEN cache_write_tokens IS NULL THEN 0::DOUBLE ELSE c_w5m + c_w1h END
             + c_out
             + CASE WHEN web_search_requests > 0 THEN c_search ELSE 0::DOUBLE END
+            + c_request
             END                                                         AS cost_computed,
         CASE WHEN NOT tiers_split THEN c_all_miss + c_out
             + CASE WHEN web_search_requests > 0 THEN c_search ELSE 0::DOUBLE END
+            + c_request
             END                                                         AS cost_no_cache_computed,
         CASE
             WHEN input_tokens IS NULL THEN 'input_unknown'
@@ -421,6 +428,7 @@ ideal AS (
                ELSE ideal_w1h * p_w1h / 1e6 END
         + c_out
         + CASE WHEN web_search_requests > 0 THEN c_search ELSE 0::DOUBLE END
+        + c_request
                                                                         AS ideal_raw
     FROM ideal_buckets
 ),
@@ -465,6 +473,7 @@ final AS (
         i.c_w1h                                                         AS cost_cache_write_1h,
         i.c_out                                                         AS cost_output,
         i.c_search                                                      AS cost_web_search,
+        i.c_request                                                     AS cost_request_fee,
         i.cost_computed,
         i.reported_cost,
         i.cost_total,

@@ -162,3 +162,27 @@ def test_spoken_output_is_priced_at_the_audio_output_rate_and_unknown_where_not_
     assert got[0][2] == pytest.approx((200 * 10.00 + 1_800 * 64.00) / 1e6, rel=1e-12)
     # its output may be all text or all speech: 0.0200 to 0.1280 USD; unknown, not a guess
     assert got[1] == ("unsaid", None, None, "audio_output_unknown")
+
+
+def test_a_fee_per_request_is_added_to_the_tokens_and_stacks_in_the_days_bars(
+    tmp_path: Any,
+) -> None:
+    # Perplexity sonar in the price library: 1.00 in / 1.00 out per million tokens, 12 USD per
+    # 1,000 requests (https://docs.perplexity.ai/getting-started/pricing: the largest search
+    # context's fee, as the library gives it). 10,000 in, 1,000 out:
+    # 10,000 x 1.00 / 1e6 + 1,000 x 1.00 / 1e6 + 12 / 1,000 = 0.011 + 0.012 = 0.023 USD
+    at = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    row = tiny.request("sonar", at, "perplexity", "sonar", input_tokens=10_000,
+                       cache_read_tokens=0, output_tokens=1_000)  # fmt: skip
+    con = sqlmod.connect(tiny.write(tmp_path / "wh", [row]))
+    ((total, fee, without_cache),) = con.execute(
+        "SELECT cost_total, cost_request_fee, cost_without_cache FROM request_costs"
+    ).fetchall()
+    assert (total, fee, without_cache) == (
+        pytest.approx(0.023),
+        pytest.approx(0.012),
+        pytest.approx(0.023),
+    )
+    parts = dict(con.execute("SELECT part, cost FROM report_cost_daily").fetchall())
+    assert parts["request fee"] == pytest.approx(0.012)
+    assert sum(parts.values()) == pytest.approx(0.023)  # the bars add up to the day's cost

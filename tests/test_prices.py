@@ -370,7 +370,7 @@ def test_show_prices_a_dated_id_with_a_user_row_for_it_not_through_the_shipped_a
         " -> claude-sonnet-4-5) at 2025-12-01T00:00:00Z"
     )
     used = [line.split() for line in lines if line.startswith("*")]
-    assert [u[3:5] + u[-9:-4] for u in used] == [
+    assert [u[3:5] + u[-10:-5] for u in used] == [
         ["anthropic", "claude-sonnet-4-5-20250929", "1", "0.1", "1.25", "2", "5"]
     ]
     # Before the user row starts, the shipped alias prices the id, and says why.

@@ -38,6 +38,7 @@ _LIST_COLUMNS = (
     "input_audio_cache_hit_per_mtok",
     "output_audio_per_mtok",
     "web_search_per_1k",
+    "request_fee_per_1k",
 )  # the row's identity, then pipeline.prices.rows.ALL_PRICES in order (a test holds them equal)
 
 

@@ -56,6 +56,9 @@ FIELDS = {
     "output_audio_per_mtok": "output_audio_mtok",
     # the library's price per thousand searches is our per-1k fee as it is
     "web_search_per_1k": "web_searches_kcount",
+    # per thousand requests, on top of the tokens (Perplexity: the library gives the fee of the
+    # largest search context, which the response does not report)
+    "request_fee_per_1k": "requests_kcount",
 }
 
 

@@ -30,13 +30,15 @@ BUCKETS = (
 # Optional columns of a price table (a table without them is read as leaving them empty):
 # audio input and output at their own rates (Gemini 2.5 Flash: 1.00 per million audio input
 # against 0.30 for text; gpt-audio: 64.00 per million audio output against 10.00), and the fee
-# per 1,000 server-side web searches (Anthropic: 10 USD). An empty audio price means audio costs
-# what text does; an empty search fee leaves a request that searched unpriced.
+# per 1,000 server-side web searches (Anthropic: 10 USD), and a fee per 1,000 requests on top of
+# the tokens (Perplexity's Sonar models). An empty audio price means audio costs what text does;
+# an empty search fee leaves a request that searched unpriced; an empty request fee is none.
 OPTIONAL_PRICES = (
     "input_audio_cache_miss_per_mtok",
     "input_audio_cache_hit_per_mtok",
     "output_audio_per_mtok",
     "web_search_per_1k",
+    "request_fee_per_1k",
 )
 ALL_PRICES = (*BUCKETS, *OPTIONAL_PRICES)
 PRICE_COLUMNS = (

@@ -1,7 +1,7 @@
-"""Cost per day split into uncached input / cache read / cache write / output / web search
-(stacked bars), with the cost the same requests would have had without caching as a reference
-line. A cost the provider reported is one unsplit part, so the bars add up to the headline's
-cost."""
+"""Cost per day split into uncached input / cache read / cache write / output / web search /
+request fee (stacked bars), with the cost the same requests would have had without caching as a
+reference line. A cost the provider reported is one unsplit part, so the bars add up to the
+headline's cost."""
 
 from __future__ import annotations
 
@@ -24,16 +24,17 @@ VIEWS = {VIEW: "request_costs"}
 TITLE = "Cost per day, by kind of token"
 CAPTION = (
     "What the priced requests cost each UTC day at the prices in force at their own time, split"
-    " into uncached input, cache reads, cache writes, output and web-search fees; a cost the"
-    " provider reported is shown whole, unsplit, as in the headline. The dashed line is what"
-    " the same requests would have cost with no caching at all: the gap is what caching saved."
+    " into uncached input, cache reads, cache writes, output, web-search and per-request fees;"
+    " a cost the provider reported is shown whole, unsplit, as in the headline. The dashed line"
+    " is what the same requests would have cost with no caching at all: the gap is what caching"
+    " saved."
     " Requests without a price are not in the bars; they are counted below."
 )
 PARTS = [
-    "uncached input", "cache read", "cache write", "output", "web search",
+    "uncached input", "cache read", "cache write", "output", "web search", "request fee",
     "reported by the provider",
 ]  # fmt: skip
-COLOURS = ["#e45756", "#54a24b", "#f58518", "#4c78a8", "#72b7b2", "#b279a2"]
+COLOURS = ["#e45756", "#54a24b", "#f58518", "#4c78a8", "#72b7b2", "#eeca3b", "#b279a2"]
 
 
 def chart(rows: list[Row], currency: str) -> alt.LayerChart:
