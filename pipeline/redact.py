@@ -115,7 +115,9 @@ _NAME_BOUNDARY = r"(?:(?<![\w.])|(?<=\\[nrtbf])|(?<=\\u[0-9a-fA-F]{4}))"
 # body is base64 over lines, with `Proc-Type: 4,ENCRYPTED` headers in the old form; it ends at
 # `-----END`, or where a cut excerpt or a JSON string ends.
 _PEM_HEAD = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
-_PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,]|-[A-Za-z0-9])+"
+# (an escape is taken whole, a run of backslashes with the letter after it: ending on one would
+# leave the quote after it escaped, and the JSON around it broken)
+_PEM_BODY = r"(?:[A-Za-z0-9+/=\s:,]|\\+[^\"\\]|-[A-Za-z0-9])+"
 _URL_SCHEME = r"(?i:[a-z][a-z0-9+.-]*://)"
 # user:password@ (a password may hold an unencoded `/`; not `host:443/path@...`, a port).
 _USERINFO_VALUE = r'(?:[^/\s@"\\<>]+|[^/\s@"\\<>:]+:(?![0-9]+[/"\\])[^\s@"\\<>]+)'
@@ -137,8 +139,12 @@ _PARAM_IN_TEXT = re.compile(
 # The value may be the first item of a list, as VCR cassettes write headers: `name: ["..."]` in
 # JSON, `name:` then `- ...` in YAML.
 _HEADER_IN_TEXT = re.compile(
-    rf"(?i)({_NAME_BOUNDARY}(?:{_NAME})\\*\"?\s*[:=]\s*(?:\[\s*|-\s+)?\\*[\"']?)"
+    rf"(?i)({_NAME_BOUNDARY}(?:{_NAME})\\*\"?\s*[:=]\s*(?:\[\s*|-\s+)?(?:\\*[\"'])?)"
     rf"(?:[^\s\"'\\,;]|\\+[^\s\"'\\nrt])+"
+)
+# `DB_PASSWORD="correct horse"`: a quoted value is masked to its closing quote, spaces included.
+_QUOTED_IN_TEXT = re.compile(
+    rf"""(?i)({_NAME_BOUNDARY}(?:{_NAME})\\*"?\s*[:=]\s*(?:\\*"|'))(?:[^"'\\]|\\+[^"'\\])+"""
 )
 # `["x-auth-token", "..."]`: a header pair of a capture record quoted in an excerpt.
 _HEADER_PAIR_IN_TEXT = re.compile(rf'(?i)((?<![\w.-])(?:{_NAME})\\?"\s*,\s*\\?")(?:[^"\\]|\\.)*')
@@ -310,7 +316,7 @@ def redact_text(text: str) -> str:
     text = _KEY_PATTERN.sub(REDACTED, text)
     text = _USERINFO.sub(rf"\1{REDACTED}@", text)
     text = _PEM_IN_TEXT.sub(rf"\1{REDACTED}", text)
-    for pattern in (_PARAM_IN_TEXT, _HEADER_IN_TEXT, _HEADER_PAIR_IN_TEXT):
+    for pattern in (_PARAM_IN_TEXT, _QUOTED_IN_TEXT, _HEADER_IN_TEXT, _HEADER_PAIR_IN_TEXT):
         text = pattern.sub(_masked_after_name, text)
     return text
 
@@ -357,17 +363,37 @@ _FIELD_VALUE = r'(?:[^"\\]|\\+[^"\\])+'
 # A value written as plain text: up to a space, a quote, a separator or a JSON bracket (masking
 # one would break the JSON a body is); through an escaped slash (`\/`), which some writers send
 # for `/`, but not through another escape, so in JSON text it ends with its line (`\n`).
-_PLAIN_VALUE = r"""(?:[^\s"'`\\,;&<>(){}\[\]]|\\+/)+"""
+# It does not start with `=` (`password == x` is a comparison, not a value).
+# It does not start with `=` (`password == x` is a comparison) or `:`; nor with what follows a
+# JSON string's closing quote (`,` `}` `]` `:` a space): after `"password:"` in JSON, a quote
+# taken for the value's would be the string's end, and masking past it breaks the JSON.
+_PLAIN_VALUE = r"""(?:[^\s"'`\\,;&<>(){}\[\]=:]|\\+/)(?:[^\s"'`\\,;&<>(){}\[\]]|\\+/)*"""
+# A quoted value, to its closing quote, spaces included (`DB_PASSWORD="correct horse"`). In JSON
+# text the opening quote is escaped: an odd run of backslashes before it. But a string's own end
+# looks the same one level of escaping up (`password:\"}` in a body inside a capture line), so
+# the value never starts with what can follow a string's end (a space, an escape, `,` `:` `}`
+# `]`) and holds none of `,` `:` `}` `]` or a quote of any kind: masking never crosses a
+# string's end, at any level.
+_QUOTE_OPEN = r'\\(?:\\\\)*"'
+_DQ_VALUE = r"""(?:[^\s,:}\]"'\\])(?:[^,:}\]"'\\]|\\+[^"'\\,:}\]])*"""
+_SINGLE_QUOTED_VALUE = r"""(?:[^'"\\]|\\+[^'"\\])+"""
 # `name: value` / `name=value` / `-H "name: value"` / `name = "value"` / `name: ["value"]` (VCR),
 # the name followed by its separator (a quote before it is a JSON field, above). A scheme word
 # before the value (`Authorization: Bearer ...`) is kept, the credential after it masked.
-_ASSIGN_HEAD = rf"(?i:(?:{_NAME})\s*[:=]\s*(?:\[\s*|-\s+)?\\*[\"']?(?:(?:bearer|basic|token)\s+)?)"
+_ASSIGN_NAME = rf"(?i:(?:{_NAME})\s*[:=]\s*(?:\[\s*|-\s+)?)"
+_SCHEME_WORD = r"(?i:(?:bearer|basic|token)\s+)?"
 _PARAM_VALUE = r"""(?:[^&;\s"'#<>\\%]|%2[FfBb]|%3[Dd])+"""
 _PARAM_HEAD = rf"(?:[?&;]|%26|%3[Bb])(?i:key|code|{_NAME})(?:=|%3[Dd])"
 _BEARER_HEAD = r"(?i:bearer|basic)\s+"
-_BEARER_VALUE = r"[A-Za-z0-9._~+/=-]{8,}"
+# a credential has a digit: "a basic question", "the bearer instrument" are words
+_BEARER_VALUE = r"(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}"
+_TEXT_BEARER_VALUE = r"[A-Za-z0-9._~+/=-]*[0-9][A-Za-z0-9._~+/=-]*"  # the same in RE2
 
-_BODY_FIELD = re.compile(rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*"))({_FIELD_VALUE})'.encode())
+# A JSON field: its name's quotes and its value's opening quote at one level of escaping (the
+# same run of backslashes), so a name in a string (`"password\":"` of a prompt) is no field.
+_BODY_FIELD = re.compile(
+    rf'((?P<run>\\*)"(?i:{_NAME})(?P=run)"\s*:\s*(?P=run)")(?P<value>{_FIELD_VALUE})'.encode()
+)
 _BODY_KEY = re.compile(rf"{_KEY_BOUNDARY}(?:{_KEY_SHAPES})".encode())
 # The rules that keep what names the value (group 1) and mask the value (group 2), same length,
 # each with an RE2 test that spares its scan where it cannot match: Python's engine tries a
@@ -388,9 +414,10 @@ _BODY_NAMED = [
 # on that word alone; then the value after the separator.
 _NAME_WORDS = re.compile(rb"token|secret|passw|pwd|pass|auth|credential|signature|sig|cookie|key")
 _NAME_RUN = re.compile(rb"[a-z0-9_.-]*")
-_TO_SEPARATOR = re.compile(rb"[a-z0-9_.-]*(?=\s*[:=])")
+_SEPARATOR = re.compile(rb"\s*[:=]")
 _ASSIGN_TAIL = re.compile(
-    rf"""\s*[:=]\s*(?:\[\s*|-\s+)?\\*["']?(?i:(?:bearer|basic|token)\s+)?({_PLAIN_VALUE})""".encode()
+    rf"""\s*[:=]\s*(?:\[\s*|-\s+)?(?:{_QUOTE_OPEN}({_DQ_VALUE})|'({_SINGLE_QUOTED_VALUE})"""
+    rf"""|"?{_SCHEME_WORD}({_PLAIN_VALUE}))""".encode()
 )
 _NAME_RULE = re.compile(_NAME)
 
@@ -410,13 +437,14 @@ def _assignments(data: bytes) -> list[tuple[int, int]]:
     for hit in _NAME_WORDS.finditer(lowered):
         if hit.start() < done:
             continue  # another name word of a word already looked at (`auth_token`)
-        to_end = _TO_SEPARATOR.match(lowered, hit.end())
-        if to_end is None:
+        # the whole run of name characters around it, each run read once (a run of `token`
+        # repeated was read again from each of its words: quadratic), forwards, then backwards
+        after = _NAME_RUN.match(lowered, hit.end())
+        done = end = after.end() if after else hit.end()
+        if _SEPARATOR.match(lowered, end) is None:
             continue
-        # the run of name characters before it, read backwards (a `*` run always matches)
         before = _NAME_RUN.match(backwards, size - hit.start())
         start = hit.start() - (before.end() - before.start() if before else 0)
-        done = end = to_end.end()
         word = lowered[start:end]
         # a word right after a JSON escape starts with the escape's letter (`\nAWS_SECRET...`),
         # or its four digits (`\u0022password`)
@@ -427,7 +455,8 @@ def _assignments(data: bytes) -> list[tuple[int, int]]:
             continue
         tail = _ASSIGN_TAIL.match(data, end)
         if tail is not None:
-            spans.append(tail.span(1))
+            group = next(g for g in (1, 2, 3) if tail.start(g) >= 0)
+            spans.append(tail.span(group))
     return spans
 
 
@@ -460,22 +489,36 @@ _FIELD_SCREEN = rf'(?i:{_NAME})\\*"\s*:'
 # The same rules for stored prompt text, in RE2: one pass, every alternative's kept part a group
 # of its own (a group that took no part is empty in the replacement).
 _TEXT_BOUNDARY = r"(?:^|[^A-Za-z0-9_.\\]|\\[nrtbf]|\\u[0-9a-fA-F]{4})"
+# a name may start after `_` or `-` (`_auth_token:`, `--api-key=`), as the body rule reads it
+_TEXT_NAME = rf"{_TEXT_BOUNDARY}[_-]*{_ASSIGN_NAME}"
 _TEXT_RULES = "|".join(
     (
-        rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*")){_FIELD_VALUE}',
-        rf"({_TEXT_BOUNDARY}{_ASSIGN_HEAD}){_PLAIN_VALUE}",
+        # (no back-references in RE2: the value does not start with what can follow a string's
+        # end, as _DQ_VALUE)
+        rf'((?i:\\*"(?:{_NAME})\\*"\s*:\s*\\*")){_DQ_VALUE}',
+        rf"({_TEXT_NAME}{_QUOTE_OPEN}){_DQ_VALUE}",
+        rf"({_TEXT_NAME}'){_SINGLE_QUOTED_VALUE}",
+        rf'({_TEXT_NAME}"?{_SCHEME_WORD}){_PLAIN_VALUE}',
         rf"({_TEXT_BOUNDARY}){_KEY_SHAPES}",
         rf"({_PARAM_HEAD}){_PARAM_VALUE}",
-        rf"({_TEXT_BOUNDARY}{_BEARER_HEAD}){_BEARER_VALUE}",
+        rf"({_TEXT_BOUNDARY}{_BEARER_HEAD}){_TEXT_BEARER_VALUE}",
         rf"({_PEM_HEAD}){_PEM_BODY}",
-        rf"({_URL_SCHEME}){_TEXT_USERINFO}(@)",
     )
 )
-_TEXT_REPLACEMENT = "".join(rf"\{i}" for i in range(1, 8)) + REDACTED + r"\8"
+# RE2 rewrites name groups \1 to \9 only: the URL password is a pass of its own
+_TEXT_REPLACEMENT = "".join(rf"\{i}" for i in range(1, 9)) + REDACTED
+_TEXT_USERINFO_RULE = rf"({_URL_SCHEME}){_TEXT_USERINFO}@"
 
 
 def _same_length(match: re.Match[bytes]) -> bytes:
     return _mask_of(len(match.group(0)))
+
+
+def _field_value(match: re.Match[bytes]) -> bytes:
+    value = match.group("value")
+    if value.startswith(b"[REDACTED") or set(value) <= {ord("*")}:
+        return match.group(0)
+    return match.group(1) + _mask_of(len(value))
 
 
 def _named_value(match: re.Match[bytes]) -> bytes:
@@ -489,7 +532,7 @@ def _mask_bytes(data: bytes, has: Callable[[str], bool]) -> bytes:
     """Every rule over `data`; `has(pattern)` says (in RE2, a few ms per MB) whether a rule's
     candidates are there at all: the key shapes alone cost Python's engine 40 ms per MB."""
     if has(_FIELD_SCREEN):
-        data = _BODY_FIELD.sub(_named_value, data)
+        data = _BODY_FIELD.sub(_field_value, data)
     data = _mask_assignments(data)
     for rule, candidates in _BODY_NAMED:
         if has(candidates):
@@ -533,4 +576,5 @@ def mask_texts(values: list[str]) -> pa.Array:
     # Only the rows the screen found are rewritten: in a coding agent's traffic `token =` or
     # `password:` is in some rows of most batches, and the rules cost ~4x the screen.
     masked = pc.replace_substring_regex(column.filter(candidates), _TEXT_RULES, _TEXT_REPLACEMENT)
+    masked = pc.replace_substring_regex(masked, _TEXT_USERINFO_RULE, rf"\1{REDACTED}@")
     return pc.replace_with_mask(column, candidates, masked)

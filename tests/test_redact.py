@@ -356,3 +356,55 @@ def test_a_credential_name_is_found_whatever_comes_before_it_or_inside_it() -> N
         assert secret.encode() not in masked and len(masked) == len(data), (what, masked)
     kept = json.dumps({"c": "tokenizer: ready; keyboard = us; monkey: banana"}).encode()
     assert mask_secrets(kept) == kept
+
+
+# Pieces of prompt text around which a mask could break the JSON it is in: names and their
+# separators, quotes and escapes at the end of a line, PEM blocks cut short.
+_PIECES = [
+    "password", "token", "_auth_token", "DB_PASSWORD", "api-key", "Authorization", "secret",
+    ":", "=", " = ", "==", ": ", "\n", "\t", '"', "'", "\\", "\\n", "\u0022", "[", "-", " ",
+    "Bearer 9f8e7d6c5b4a", "basic", "abc123", "correct horse", "-----BEGIN PRIVATE KEY-----",
+    "MIIEvQ+/=", "-----END PRIVATE KEY-----", "postgres://app:p/w@db", "?key=", "&code=", "x",
+]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14), st.integers(1, 3))
+def test_masking_never_breaks_the_json_a_secret_is_in_at_any_level(
+    pieces: list[str], levels: int
+) -> None:
+    text = "".join(pieces)
+    doc = json.dumps({"messages": [{"role": "user", "content": text}], "n": 1})
+    for _ in range(levels - 1):
+        doc = json.dumps({"body": doc, "n": 2})
+    masked = mask_secrets(doc.encode()).decode()
+    assert len(masked) == len(doc)
+    inner = json.loads(masked)
+    for _ in range(levels - 1):
+        inner = json.loads(inner["body"])
+    assert inner["n"] == 1 and inner["messages"][0]["role"] == "user"
+    stored = mask_texts([json.dumps({"role": "user", "content": text})])[0].as_py()
+    assert json.loads(stored)["role"] == "user"
+
+
+def test_a_value_at_the_end_of_a_line_or_quoted_is_masked_without_breaking_the_json() -> None:
+    cases = {
+        "line end": ("if not password:\n    raise Missing()", None),
+        "tab": ("token=\tabc", None),
+        "pem cut": ("x\n-----BEGIN PRIVATE KEY-----\nMIIEvQ8f3a", "MIIEvQ8f3a"),
+        "quoted": ('DB_PASSWORD="correct horse battery staple"', "horse battery"),
+        "single": ("password='correct horse battery'", "horse battery"),
+        "closing quote": ("the password:", None),
+        "comparison": ("if password == expected:", None),
+    }
+    for what, (text, secret) in cases.items():
+        for masked in _masked_everywhere(text):
+            if secret is not None:
+                assert secret not in masked, (what, masked)
+        body = json.dumps({"c": text, "n": 1})
+        assert json.loads(mask_secrets(body.encode()))["n"] == 1, what
+    assert "== expected" in mask_texts([json.dumps({"c": "if password == expected:"})])[0].as_py()
+    # a name after `_` is masked in stored text as in capture lines
+    assert "Sw0rdfish" not in mask_texts([json.dumps({"c": "_auth_token: Sw0rdfish99"})])[0].as_py()
+    # ordinary words after bearer/basic are kept: a credential has a digit
+    kept = json.dumps({"c": "I have a basic question about the bearer instrument"})
+    assert mask_texts([kept])[0].as_py() == kept and mask_secrets(kept.encode()) == kept.encode()
