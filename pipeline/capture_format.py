@@ -145,7 +145,10 @@ def parse_timestamp(value: Any, name: str = "started_at") -> datetime:
             f"{name} has no time zone: {cut_text(value, 40)!r}"
             " (write it with its offset, e.g. Z for UTC)"
         )
-    return ts.astimezone(UTC)
+    try:
+        return ts.astimezone(UTC)
+    except OverflowError:  # year 1 with a positive offset, year 9999 with a negative one
+        raise RecordError(f"{name} is out of range: {cut_text(value, 40)!r}") from None
 
 
 def _num(value: Any) -> float | None:
@@ -192,6 +195,29 @@ def _chunks(value: Any) -> list[tuple[float | None, int]] | None:
     return out
 
 
+def _object_or_empty(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    value = obj.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RecordError(f"{name} must be an object or null, not {type(value).__name__}")
+    return value
+
+
+HTTP_STATUSES = range(100, 600)  # RFC 9110, section 15: three digits, 1xx to 5xx
+
+
+def _status(value: Any) -> int | None:
+    """response.status: an HTTP status, or null for an exchange that got no response. Anything
+    else ("200" as a string, 200.0, true, 0) is no status: the record is refused, not read as an
+    error without usage."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value in HTTP_STATUSES:
+        return value
+    raise RecordError(f"response.status {cut_text(repr(value), 20)} is not an HTTP status")
+
+
 def parse_record(obj: Any, source: str, index: int) -> Exchange:
     if not isinstance(obj, dict):
         raise RecordError("record is not a JSON object")
@@ -205,8 +231,8 @@ def parse_record(obj: Any, source: str, index: int) -> Exchange:
     if response is not None and not isinstance(response, dict):
         raise RecordError("response must be an object or null")
     response = response or {}
-    timing = obj.get("timing") or {}
-    hints = obj.get("hints") or {}
+    timing = _object_or_empty(obj, "timing")
+    hints = _object_or_empty(obj, "hints")
     raw_headers = _headers(request.get("headers"))
     url = str(request["url"])
     chunks = response.get("chunks")
@@ -220,7 +246,7 @@ def parse_record(obj: Any, source: str, index: int) -> Exchange:
         url=redact_url(url),
         request_headers=redact_headers(raw_headers),
         request_body=_body(request),
-        status=int(status) if isinstance(status, int) else None,
+        status=_status(status),
         response_headers=redact_headers(_headers(response.get("headers"))),
         response_body=_body(response),
         record_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
@@ -246,7 +272,7 @@ def parse_line(line: bytes, source: str, lineno: int) -> Exchange:
         raise RecordError(f"invalid JSON: {exc}") from exc
     try:
         return parse_record(obj, source, lineno)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         if isinstance(exc, RecordError):
             raise
         raise RecordError(f"malformed record: {exc}") from exc

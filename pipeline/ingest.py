@@ -333,13 +333,29 @@ def reject_changed(warehouse: Warehouse, fr: FileResult, reason: str) -> tuple[s
     return marker, fr
 
 
+def _identity(path: Path) -> tuple[str, int]:
+    """The content hash and size of a file, or for one that cannot be read (no permission, an
+    I/O error) a hash of its path, size and time: it is still one rejected file of the batch,
+    reported again once it changes."""
+    try:
+        return hash_and_size(path)
+    except OSError:
+        try:
+            st = path.stat()
+            size, mtime = st.st_size, st.st_mtime_ns
+        except OSError:
+            size, mtime = 0, 0
+        stand_in = f"unreadable\n{path.resolve()}\n{size}\n{mtime}".encode()
+        return xxhash.xxh3_128_hexdigest(stand_in), size
+
+
 def record_unrecognised(
     warehouse: Warehouse, known: Manifest, path: Path, exc: InputError, force: bool
 ) -> tuple[str, FileResult]:
     """A file of a batch that is not traffic (a stray note, a corrupt archive) is one rejected
     record with the reason, and the rest of the batch lands. Kept in the manifest like any
     source, so ingesting the same batch again does not report it again."""
-    digest, size = hash_and_size(path)
+    digest, size = _identity(path)
     entry = known.get(digest)
     if entry and not force:
         return digest, FileResult(str(path), "unrecognised", "unchanged", size_bytes=size)

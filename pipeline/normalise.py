@@ -325,7 +325,7 @@ def _response(
     return response
 
 
-_STATUS_RANGE = range(0, 1000)  # an HTTP status has three digits (status_code is 32-bit)
+_STATUS_RANGE = range(100, 600)  # an HTTP status: three digits, 1xx to 5xx (RFC 9110)
 
 
 def _check_types(exchange: Exchange) -> None:

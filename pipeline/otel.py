@@ -24,6 +24,7 @@ status below 400; the error type comes from `error.type`. Time to first token co
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
@@ -247,7 +248,18 @@ def normalise_span(exchange: Exchange, request_id: str) -> Normalised:
         error_message=span.get("status_message") or None,
         finish_reason=_str(attrs, "gen_ai.response.finish_reasons"),
     )
-    ttft = attrs.get("gen_ai.response.time_to_first_chunk")
-    numeric = isinstance(ttft, int | float) and not isinstance(ttft, bool)
-    ttft_ms = float(ttft) * 1000.0 if numeric and ttft is not None else None
-    return build(exchange, request_id, provider, API, request, response, stream, (None, ttft_ms))
+    return build(
+        exchange, request_id, provider, API, request, response, stream,
+        (None, _ttft_ms(attrs.get("gen_ai.response.time_to_first_chunk"), exchange.end_ms)),
+    )  # fmt: skip
+
+
+def _ttft_ms(seconds: Any, duration_ms: float | None) -> float | None:
+    """gen_ai.response.time_to_first_chunk (seconds) in ms; unknown (None) when it is no time
+    this span can have had: not a number, negative, not finite, or after the span ended."""
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return None
+    ms = float(seconds) * 1000.0
+    if not math.isfinite(ms) or ms < 0 or (duration_ms is not None and ms > duration_ms):
+        return None
+    return ms

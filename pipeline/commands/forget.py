@@ -37,7 +37,8 @@ def forget(
     built again over the days those files were in, so no derived file keeps their rows; a
     report rendered before still shows them: render it again.
 
-    Nothing is removed when a path is not a source of the warehouse. An exchange is stored
+    The rows go at once: a command reading the warehouse meanwhile may fail, and can be run
+    again. Nothing is removed when a path is not a source of the warehouse. An exchange is stored
     once, from the first file that held it, so forgetting that file loses the exchange from
     later files that held it too: ingest those again with --force.
 

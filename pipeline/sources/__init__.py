@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,6 +138,68 @@ class _Tolerant(io.RawIOBase):
             super().close()
 
 
+class _CheckedZstd:
+    """zstandard's stream_reader over a .zst file, which ends without a word where the file ends
+    inside a frame (a capture cut short lost its last records silently, where gzip says so):
+    at the end this one walks the file's frame and block headers (a read of 3 bytes per block of
+    at most 128 KB decompressed: 10 ms for a 1 GB capture, nothing decompressed) and raises
+    EOFError when the last frame is not whole."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+        self.checked = False
+
+    def read1(self, size: int = -1) -> bytes:
+        piece: bytes = self.reader.read1(size)
+        if not piece and not self.checked:
+            self.checked = True
+            if (cut := zstd_cut(self.raw.fileno())) is not None:
+                raise EOFError(cut)
+        return piece
+
+    def close(self) -> None:
+        self.reader.close()  # type: ignore[no-untyped-call]
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE = 0x184D2A50  # skippable frames: this with the low 4 bits free
+
+
+def zstd_cut(fd: int) -> str | None:
+    """Where a zstd file ends inside a frame (RFC 8878, section 3.1), or None when every frame
+    is whole. Reads only frame and block headers."""
+    size, at = os.fstat(fd).st_size, 0
+    while at < size:
+        head = os.pread(fd, 14, at)  # the longest frame header
+        if len(head) < 8:
+            return f"the file ends inside a zstd frame header at byte {at}"
+        magic = int.from_bytes(head[:4], "little")
+        if magic & 0xFFFFFFF0 == _SKIPPABLE:
+            at += 8 + int.from_bytes(head[4:8], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            return None  # not a frame: the decompressor reports that itself
+        descriptor = head[4]
+        single, checksum = descriptor >> 5 & 1, descriptor >> 2 & 1
+        fcs = (0, 2, 4, 8)[descriptor >> 6]
+        fcs = 1 if single and fcs == 0 else fcs
+        at += 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3] + fcs
+        while True:
+            block = os.pread(fd, 3, at)
+            if len(block) < 3:
+                return f"the file ends inside a zstd frame at byte {at}"
+            value = int.from_bytes(block, "little")
+            kind, length = value >> 1 & 3, value >> 3
+            at += 3 + (1 if kind == 1 else length)  # an RLE block holds one byte
+            if value & 1:  # the frame's last block
+                break
+        at += 4 * checksum
+        if at > size:
+            return f"the file ends inside a zstd frame at byte {size}"
+    return None
+
+
 def damage_of(stream: IO[bytes]) -> str | None:
     """Why a stream from `open_binary`/`open_counted` ended early (a damaged compressed file),
     or None when it ended where the file does."""
@@ -158,7 +221,7 @@ def open_counted(path: Path) -> tuple[IO[bytes], IO[bytes]]:
     if kind == "gzip":
         inner: Any = _OwningGzip(raw)
     elif kind == "zstd":
-        inner = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+        inner = _CheckedZstd(raw)
     else:
         return stream, raw
     stream = io.BufferedReader(_Tolerant(inner, kind), buffer_size=1024 * 1024)

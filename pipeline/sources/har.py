@@ -591,7 +591,9 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     error = _error(entry, response)
     # No response (browsers export an aborted or blocked request with status 0 or without a
     # `response`; mitmproxy writes status 0 for failed flows): interrupted, status unknown.
-    status = int(raw_status) if isinstance(raw_status, int) and raw_status > 0 else None
+    if raw_status is not None and (not isinstance(raw_status, int) or isinstance(raw_status, bool)):
+        raise RecordError(f"response.status {str(raw_status)[:20]!r} is not a number")
+    status = raw_status if raw_status is not None and raw_status > 0 else None
     return Exchange(
         source=source,
         index=index,
@@ -627,7 +629,7 @@ def read_entry(entry: Any, source: str, index: int) -> Exchange | Reject:
         return Reject(source, index, entry.reason, excerpt)
     try:
         return entry_to_exchange(entry, source, index)
-    except (RecordError, TypeError, ValueError, AttributeError) as exc:
+    except (RecordError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         text = _excerpt(cut(orjson.dumps(entry), 200))
         return Reject(source, index, f"HAR entry not readable: {exc}", text)
 

@@ -161,8 +161,12 @@ def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]
     """(span, resource attributes) for each span of an export, or for a part of it that is not
     shaped as OTLP (a string where a list belongs, a span that is no object) why: that part is
     one reject, so every part of a line is counted (an empty list is an export of no spans)."""
-    resource_spans = doc.get("resourceSpans")
+    # protobuf's JSON mapping takes the proto field names too (resource_spans, scope_spans)
+    resource_spans = doc.get("resourceSpans", doc.get("resource_spans"))
     if resource_spans is None:
+        if doc:  # `{}` is an export of no spans (empty lists are left out); anything else is
+            # no export at all, and counted as one
+            yield "not an OTLP trace export: no resourceSpans"
         return
     if not isinstance(resource_spans, list):
         yield "resourceSpans is not a list"
@@ -175,7 +179,9 @@ def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]
         resource = attributes(
             resource_obj.get("attributes") if isinstance(resource_obj, dict) else None
         )
-        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ()
+        scopes = (
+            rs.get("scopeSpans") or rs.get("scope_spans") or rs.get("instrumentationLibrarySpans")
+        ) or ()
         if not isinstance(scopes, list):
             yield "scopeSpans is not a list"
             continue

@@ -240,9 +240,16 @@ def _block_layout(path: Path) -> bool:
     return True
 
 
+# What `_items` yields for a last item the file ends inside: vcrpy writes `version: 1` after the
+# interactions, so a cassette that ends in one was cut short (a test run killed mid-write), and
+# that interaction may lack its status or the end of its body.
+CUT_SHORT = b"\0cut short"
+
+
 def _items(path: Path) -> Iterator[bytes]:
     """The text of each top-level item of `interactions` (see `_block_layout`): an item runs
-    from its `- ` at column 0 to the next one, or to the next key at column 0 (`version: 1`)."""
+    from its `- ` at column 0 to the next one, or to the next key at column 0 (`version: 1`);
+    a last item the file ends inside is followed by CUT_SHORT."""
     with open_binary(path) as fh:
         for line in fh:
             if line.startswith(b"interactions:"):
@@ -258,6 +265,11 @@ def _items(path: Path) -> Iterator[bytes]:
                     item.append(line)
             else:
                 break  # the next top-level key, or a document marker
+        else:
+            if item:
+                yield b"".join(item)
+                yield CUT_SHORT
+            return
         if item:
             yield b"".join(item)
 
@@ -276,7 +288,15 @@ def _iter_items(path: Path) -> Iterator[Exchange | Reject]:
     from pipeline.sources.capture import redact_excerpt
 
     source = str(path)
-    for index, text in enumerate(_items(path)):
+    items = _items(path)
+    pending = next(items, None)
+    index = -1
+    while pending is not None:
+        text, pending, index = pending, next(items, None), index + 1
+        if pending == CUT_SHORT:
+            reason = "cassette cut short inside this interaction (no `version:` after it)"
+            yield Reject(source, index, reason, redact_excerpt(cut(text, 400)))
+            return
         try:
             parsed = yaml.load(text, Loader=_CassetteLoader)  # noqa: S506 - a safe loader
         except yaml.YAMLError as exc:

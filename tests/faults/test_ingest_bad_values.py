@@ -67,8 +67,8 @@ def test_counts_past_64_bits_and_wrong_types_cost_their_record_and_the_rest_land
     reasons = sorted(r["reason"] for r in table(wh, "rejects"))
     assert reasons == [
         "agent must be a string, not list",
+        "response.status 1099511627776 is not an HTTP status",
         "session_id must be a string, not dict",
-        "status 1099511627776 is not an HTTP status code",
     ]
 
 
