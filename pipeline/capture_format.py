@@ -13,7 +13,15 @@ from typing import Any
 import orjson
 
 from pipeline.records import Exchange
-from pipeline.redact import account_of, cut_text, mask_secrets, redact_headers, redact_url
+from pipeline.redact import (
+    account_of,
+    cut_text,
+    mask_secrets,
+    mask_values,
+    redact_headers,
+    redact_url,
+    secret_values,
+)
 
 SCHEMA_VERSION = 1
 
@@ -195,6 +203,14 @@ def _chunks(value: Any) -> list[tuple[float | None, int]] | None:
     return out
 
 
+def _masked_error(error: Any, secrets: list[bytes]) -> Any:
+    if not isinstance(error, str) or not secrets:
+        return error
+    return mask_values(error.encode("utf-8", "surrogatepass"), secrets).decode(
+        "utf-8", "surrogatepass"
+    )
+
+
 def _object_or_empty(obj: dict[str, Any], name: str) -> dict[str, Any]:
     value = obj.get(name)
     if value is None:
@@ -235,6 +251,7 @@ def parse_record(obj: Any, source: str, index: int) -> Exchange:
     hints = _object_or_empty(obj, "hints")
     raw_headers = _headers(request.get("headers"))
     url = str(request["url"])
+    secrets = secret_values(raw_headers, url)  # a 401 answer may quote the key it was sent
     chunks = response.get("chunks")
     status = response.get("status")
     tags = hints.get("tags") or []
@@ -248,7 +265,7 @@ def parse_record(obj: Any, source: str, index: int) -> Exchange:
         request_body=_body(request),
         status=_status(status),
         response_headers=redact_headers(_headers(response.get("headers"))),
-        response_body=_body(response),
+        response_body=mask_values(_body(response), secrets),
         record_id=obj.get("id") if isinstance(obj.get("id"), str) else None,
         account=obj.get("account") or account_of(raw_headers, url),
         session_id=hints.get("session_id"),
@@ -259,7 +276,7 @@ def parse_record(obj: Any, source: str, index: int) -> Exchange:
         end_ms=_num(timing.get("end_ms")),
         chunks=_chunks(chunks),
         capture_outcome=obj.get("outcome") if obj.get("outcome") != "complete" else None,
-        capture_error=obj.get("error"),
+        capture_error=_masked_error(obj.get("error"), secrets),
     )
 
 

@@ -333,10 +333,35 @@ def _masked_after_name(match: re.Match[str]) -> str:
 @lru_cache(maxsize=4096)  # a capture repeats its paths, sessions and agents on every record
 def without_keys(value: str | None) -> str | None:
     """A name a capture gives (a session, an agent, a tag, a URL path) with a key-shaped part
-    masked: a tool that put a key there must not have it stored. One search when there is none."""
-    if value is None or not _KEY_VALUE.search(value):
+    masked, and a credential written as text in it (`password=hunter2`): a tool that put a key
+    there must not have it stored."""
+    if value is None:
         return value
-    return _KEY_VALUE.sub(REDACTED, value)  # anywhere: `s-sk-proj-...` is a key after `s-`
+    # anywhere: `s-sk-proj-...` is a key after `s-`
+    return redact_text(_KEY_VALUE.sub(REDACTED, value))
+
+
+def secret_values(headers: list[tuple[str, str]], url: str) -> list[bytes]:
+    """The values of a request's credential headers and query parameters as sent (the token
+    after `Bearer`), to mask wherever the exchange quotes them back: a provider's 401 answer
+    ("Incorrect API key provided: 9f8e...") holds a key no shape rule knows. Short values and
+    values already masked are left out."""
+    found = []
+    for name, value in headers:
+        if is_secret_name(name):
+            token = value.partition(" ")[2] if " " in value.strip() else value
+            found.append(token.strip())
+    found += [unquote_plus(raw) for name, raw, _ in _query_params(urlsplit(url).query)
+              if is_secret_name(name)]  # fmt: skip
+    return [v.encode() for v in found if len(v) >= 8 and not is_placeholder(v)]
+
+
+def mask_values(data: bytes, values: list[bytes]) -> bytes:
+    """`data` with each of `values` masked where it appears (same length)."""
+    for value in values:
+        if value in data:
+            data = data.replace(value, _mask_of(len(value)))
+    return data
 
 
 @lru_cache(maxsize=4096)

@@ -241,3 +241,24 @@ def test_secrets_pasted_as_plain_text_into_a_prompt_are_not_stored(tmp_path: Pat
     assert "What is wrong?" in text and "AWS_SECRET_ACCESS_KEY=" in text
     for secret in secrets:
         assert secret not in text, secret
+
+
+def test_a_key_an_answer_quotes_back_or_a_hint_holds_as_text_is_not_stored(
+    tmp_path: Path,
+) -> None:
+    # not key-shaped: only where it came from (the request's own header) says it is the key
+    key, portkey = "9f8e7d6c5b4a39281706f5e4d3c2b1a0", "pk_live_abcdef123456"
+    rec = capture_record(0, headers=[["api-key", key], ["x-portkey-api-key", portkey]])
+    answer = {"error": {"message": f"Incorrect API key provided: {key}.", "type": "invalid"}}
+    rec["response"].update(status=401, body=orjson.dumps(answer).decode())
+    rec["error"] = f"upstream refused X-Portkey-Api-Key {portkey}"
+    rec["hints"] = {"session_id": "sess password=hunter2", "agent": "a", "tags": ["token=Tag123x"]}
+    capture = tmp_path / "quoted.jsonl"
+    capture.write_bytes(line(rec))
+    wh = tmp_path / "wh"
+    result = run([capture], wh)
+    assert [(f.accepted, f.rejected) for f in result.files] == [(1, 0)]
+    text = _every_text(wh)
+    assert "Incorrect API key provided" in text  # the message is kept, the key is not
+    for secret in (key, portkey, "hunter2", "Tag123x"):
+        assert secret not in text, secret

@@ -41,7 +41,14 @@ import orjson
 from pipeline.capture_format import RecordError, parse_timestamp
 from pipeline.errors import InputError
 from pipeline.records import Exchange, Reject
-from pipeline.redact import account_of, cut, redact_headers, redact_url
+from pipeline.redact import (
+    account_of,
+    cut,
+    mask_values,
+    redact_headers,
+    redact_url,
+    secret_values,
+)
 from pipeline.sources import damage_of, open_binary
 
 READ_BYTES = 4 * 1024 * 1024
@@ -604,7 +611,9 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
         request_body=_content(request.get("postData")),
         status=status,
         response_headers=redact_headers(_pairs(response.get("headers"))),
-        response_body=_content(response.get("content")),
+        response_body=mask_values(
+            _content(response.get("content")), secret_values(raw_headers, url)
+        ),
         account=account_of(raw_headers, url),
         first_byte_ms=_first_byte_ms(entry.get("timings"), status),
         # 0 is what many converters write for "not measured" (HAR has no null for it): unknown.

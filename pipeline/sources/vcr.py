@@ -34,7 +34,15 @@ import yaml
 from pipeline.capture.decode import BodyDecoder
 from pipeline.capture_format import RecordError
 from pipeline.records import Exchange, Reject
-from pipeline.redact import account_of, cut, cut_text, redact_headers, redact_url
+from pipeline.redact import (
+    account_of,
+    cut,
+    cut_text,
+    mask_values,
+    redact_headers,
+    redact_url,
+    secret_values,
+)
 from pipeline.sources import open_binary
 
 # A YAML cassette: `interactions:` as a top-level key (vcrpy sorts keys, so it comes first; a
@@ -188,7 +196,9 @@ def interaction_to_exchange(interaction: Any, source: str, index: int) -> Exchan
         request_body=_bytes(request.get("body"), "request.body"),
         status=status,
         response_headers=redact_headers(response_headers),
-        response_body=_decoded(raw_body, response_headers),
+        response_body=mask_values(
+            _decoded(raw_body, response_headers), secret_values(raw_headers, url)
+        ),
         account=account_of(raw_headers, url),
         capture_outcome="interrupted" if status is None else None,
     )
