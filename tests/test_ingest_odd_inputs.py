@@ -187,3 +187,28 @@ def test_a_har_status_written_as_text_is_a_reject_not_an_interrupted_exchange(
     assert "2 records = 1 accepted + 1 rejected" in done.stderr
     (reject,) = table(wh, "rejects")
     assert "response.status '200' is not a number" in reject["reason"]
+
+
+def test_a_cassette_whose_anchor_is_tagged_or_on_its_own_line_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    # YAML allows `key: !!str &a value` and an anchor on a line of its own; an alias to it in a
+    # later interaction must find it (parsed one interaction at a time, it did not)
+    body = json.dumps(json.loads(capture_record(0)["response"]["body"]))
+
+    def interaction(request_body: str, headers: str) -> str:
+        return (
+            f"- request:\n    body: {request_body}\n    headers: {headers}\n    method: POST\n"
+            "    uri: https://api.openai.com/v1/chat/completions\n"
+            f"  response:\n    body:\n      string: '{body}'\n    headers: {{}}\n"
+            "    status:\n      code: 200\n      message: OK\n"
+        )
+
+    tagged = interaction("!!str &rb '{}'", "{}") + interaction("*rb", "{}")
+    own_line = interaction("'{}'", "\n      &hd\n      content-type: [application/json]")
+    own_line += interaction("'{}'", "*hd")
+    for name, items in (("tagged.yaml", tagged), ("own_line.yaml", own_line)):
+        path = tmp_path / name
+        path.write_text("interactions:\n" + items + "version: 1\n")
+        done = run_cli("ingest", str(path), "-w", str(tmp_path / f"wh-{name}"))
+        assert "2 records = 2 accepted + 0 rejected" in done.stderr, (name, done.stderr)

@@ -214,9 +214,11 @@ def _excerpt(interaction: Any) -> str:
     return redact_excerpt(cut(raw, 400))
 
 
-# A YAML anchor (`key: &id001`, `- &id001`): an alias to it may sit in another interaction, so
-# a cassette with one is parsed whole. PyYAML writes them only for an object dumped twice.
-_ANCHOR = re.compile(rb"(?::|-)[ \t]+&[^\s\[\]{},]+")
+# A YAML anchor (`key: &id001`, `- &id001`, `key: !!str &id001`, or `&id001` on a line of its
+# own): an alias to it may sit in another interaction, so a cassette with one is parsed whole.
+# PyYAML writes them only for an object dumped twice. An `&` after a space in a body's text
+# (`a &b`) also counts: it costs a whole parse, never a lost interaction.
+_ANCHOR = re.compile(rb"(?:^|[ \t])&[^\s\[\]{},]+", re.MULTILINE)
 _SCAN_BLOCK = 1024 * 1024
 
 
