@@ -174,6 +174,8 @@ def test_an_sdk_hook_returns_the_response_through_a_full_capture_disk(
     records = _whole_records(writer.paths)
     assert len(records) == 1
     assert records[0]["response"]["body"].encode() == expected
+    writer.close()  # says the failures after its warning now, not when the test run exits
+    assert "could not record 2 more exchange(s)" in capsys.readouterr().err
 
 
 def test_the_otlp_receiver_answers_503_for_an_export_it_could_not_write(
