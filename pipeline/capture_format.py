@@ -159,12 +159,16 @@ def parse_timestamp(value: Any, name: str = "started_at") -> datetime:
         raise RecordError(f"{name} is out of range: {cut_text(value, 40)!r}") from None
 
 
+# No exchange lasts a day: a proxy, an SDK and a provider all time out long before. A longer
+# offset (`end_ms: 1e300`) is a broken clock or a broken writer, and unknown.
+MAX_OFFSET_MS = 86_400_000.0
+
+
 def _num(value: Any) -> float | None:
-    """A timing offset in ms, or None when not measured or not possible (negative, not finite):
-    unknown, as a HAR reader makes a negative `time`."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < inf:
-        return float(value)
-    return None
+    """A timing offset in ms, or None when not measured or not possible (negative, not finite,
+    past a day): unknown, as a HAR reader makes a negative `time`."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if numeric and 0 <= value <= MAX_OFFSET_MS else None
 
 
 _INT = {int}
@@ -208,6 +212,24 @@ def _masked_error(error: Any, secrets: list[bytes]) -> Any:
         return error
     return mask_values(error.encode("utf-8", "surrogatepass"), secrets).decode(
         "utf-8", "surrogatepass"
+    )
+
+
+# Outcomes a capture tool writes (schemas/capture.schema.json).
+OUTCOMES = frozenset(
+    {"complete", "interrupted", "client_disconnected", "upstream_timeout", "upstream_unreachable"}
+)
+
+
+def _outcome(value: Any) -> str | None:
+    """The capture's outcome (None for a complete exchange, or none written); another value is
+    no outcome this format has, and the record is refused rather than read as an error type."""
+    if value is None or value == "complete":
+        return None
+    if value in OUTCOMES:
+        return str(value)
+    raise RecordError(
+        f"outcome {cut_text(repr(value), 30)} is not one of {', '.join(sorted(OUTCOMES))}"
     )
 
 
@@ -275,7 +297,7 @@ def parse_record(obj: Any, source: str, index: int) -> Exchange:
         first_byte_ms=_num(timing.get("first_byte_ms")),
         end_ms=_num(timing.get("end_ms")),
         chunks=_chunks(chunks),
-        capture_outcome=obj.get("outcome") if obj.get("outcome") != "complete" else None,
+        capture_outcome=_outcome(obj.get("outcome")),
         capture_error=_masked_error(obj.get("error"), secrets),
     )
 

@@ -42,17 +42,24 @@ def test_a_record_with_fields_of_the_wrong_shape_is_one_reject_and_the_batch_lan
         "status as a float": with_status(5, 200.0),
         "status as true": with_status(6, True),
         "status 0": with_status(7, 0),
+        "an outcome no tool writes": {**capture_record(8), "outcome": "banana"},
     }
+    # a timing no exchange can have (a broken clock) is unknown, and the record is kept
+    late = capture_record(10, record_id="late")
+    late["timing"]["end_ms"] = 1e300
     capture = tmp_path / "odd.jsonl"
-    capture.write_bytes(good + b"".join(line(r) for r in bad.values()))
+    capture.write_bytes(good + line(late) + b"".join(line(r) for r in bad.values()))
     other = tmp_path / "other.jsonl"
     other.write_bytes(line(capture_record(9, record_id="other")))
     done, wh = _ingest(tmp_path, capture, other)
     assert done.returncode == 0, done.stderr
-    assert "8 records = 1 accepted + 7 rejected" in done.stderr
-    assert sorted(r["request_id"] for r in table(wh, "requests")) == ["good", "other"]
+    assert "10 records = 2 accepted + 8 rejected" in done.stderr
+    rows = {r["request_id"]: r for r in table(wh, "requests")}
+    assert sorted(rows) == ["good", "late", "other"]
+    assert rows["late"]["duration_ms"] is None and rows["good"]["duration_ms"] == 300.0
     reasons = sorted(r["reason"] for r in table(wh, "rejects"))
-    assert len(reasons) == 7 and not any("bug" in r for r in reasons)
+    assert len(reasons) == 8 and not any("bug" in r for r in reasons)
+    assert any("outcome 'banana' is not one of" in r for r in reasons)
     assert sum("is not an HTTP status" in r for r in reasons) == 4
     assert any("hints must be an object" in r for r in reasons)
     assert any("out of range" in r for r in reasons)
@@ -212,3 +219,13 @@ def test_a_cassette_whose_anchor_is_tagged_or_on_its_own_line_is_read_whole(
         path.write_text("interactions:\n" + items + "version: 1\n")
         done = run_cli("ingest", str(path), "-w", str(tmp_path / f"wh-{name}"))
         assert "2 records = 2 accepted + 0 rejected" in done.stderr, (name, done.stderr)
+
+
+def test_a_link_to_nothing_in_a_directory_is_said_not_passed_over(tmp_path: Path) -> None:
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    (captures / "a.jsonl").write_bytes(line(capture_record(0)))
+    (captures / "b.jsonl").symlink_to(tmp_path / "rotated-away.jsonl")
+    done, _ = _ingest(tmp_path, captures)
+    assert done.returncode == 0
+    assert f"{captures}: ignoring 1 link(s) to nothing, e.g. b.jsonl ->" in done.stderr
