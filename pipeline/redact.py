@@ -76,7 +76,7 @@ _WORD = r"[a-z0-9]+"
 _SEP = r"[-_.]"
 _OWNERS = (
     "api|access|auth|secret|private|client|account|session|subscription|service|master|admin"
-    "|virtual"
+    "|virtual|functions?"  # Azure Functions' `x-functions-key`
     # whose key by provider or tool: `x-openai-key`, `x-llm-key`, `anthropic_key`
     "|llm|openai|anthropic|claude|gemini|google|groq|mistral|cohere|deepseek|openrouter|azure"
     "|bedrock|aws|together|fireworks|xai|hf|huggingface|provider|model|user|app|bot|proxy|gateway"

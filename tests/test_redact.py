@@ -101,6 +101,7 @@ CREDENTIAL_HEADERS = (
     "x-portkey-api-key",
     "Ocp-Apim-Subscription-Key",
     "x-user-password",
+    "x-functions-key",  # Azure Functions
 )
 ORDINARY_HEADERS = (
     "x-request-id",
