@@ -118,7 +118,14 @@ def _expand(paths: list[Path]) -> list[Path]:
             found = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
             ignored = [f for f in found if not looks_like_capture(f)]
             out.extend(f for f in found if looks_like_capture(f))
-            broken = sorted(f for f in p.rglob("*") if f.is_symlink() and not f.exists())
+            broken = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_symlink()
+                and not f.exists()
+                and not f.name.startswith(".")
+                and looks_like_capture(f)
+            )  # an editor's `.#x.jsonl` lock link is none of the user's captures
             if broken:  # a capture-like link to nothing is said, not silently passed over
                 err(
                     f"{p}: ignoring {len(broken)} link(s) to nothing, e.g. {broken[0].name}"

@@ -233,6 +233,8 @@ def _normalise(
     route = _route(host, parts.path, tuple(rules) if rules else ())
     if route is None or route.api not in DIALECTS:
         raise Skip
+    if exchange.defect is not None:
+        raise RejectRecord(exchange.defect)
     dialect = DIALECTS[route.api]
     provider = route.provider
     if route.by_host:

@@ -37,6 +37,10 @@ class Exchange:
     chunks: list[tuple[float | None, int]] | None = None
     capture_outcome: str | None = None  # set by capture tools: interrupted, upstream_error, ...
     capture_error: str | None = None
+    # Why the record cannot be read, when that matters only for an LLM call: a source that
+    # cannot tell one from a page load (a HAR) leaves the verdict to normalise, which skips
+    # what is not one and rejects what is.
+    defect: str | None = None
     # Pre-normalised usage (OTel spans carry usage but no HTTP bodies).
     span: dict[str, Any] | None = None
 

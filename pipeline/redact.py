@@ -330,6 +330,11 @@ def _masked_after_name(match: re.Match[str]) -> str:
     return match.group(1) + REDACTED
 
 
+_HINT_CREDENTIAL = re.compile(
+    rf"(?i)((?<![A-Za-z0-9])(?:{_NAME})\s*[:=]\s*)((?=[^\s,;&]*[0-9])[^\s,;&]{{6,}})"
+)
+
+
 @lru_cache(maxsize=4096)  # a capture repeats its paths, sessions and agents on every record
 def without_keys(value: str | None) -> str | None:
     """A name a capture gives (a session, an agent, a tag, a URL path) with a key-shaped part
@@ -337,8 +342,11 @@ def without_keys(value: str | None) -> str | None:
     there must not have it stored."""
     if value is None:
         return value
-    # anywhere: `s-sk-proj-...` is a key after `s-`
-    return redact_text(_KEY_VALUE.sub(REDACTED, value))
+    # a key shape anywhere (`s-sk-proj-...` is a key after `s-`), and a value with a digit
+    # after a credential name (`password=hunter2`, not `pass:1` or `token:budget`) become the
+    # value's fingerprint: masked, and two sessions or tags that differed still differ
+    value = _KEY_VALUE.sub(lambda m: fingerprint(m.group(0)), value)
+    return _HINT_CREDENTIAL.sub(lambda m: m.group(1) + fingerprint(m.group(2)), value)
 
 
 def secret_values(headers: list[tuple[str, str]], url: str) -> list[bytes]:
@@ -348,19 +356,37 @@ def secret_values(headers: list[tuple[str, str]], url: str) -> list[bytes]:
     values already masked are left out."""
     found = []
     for name, value in headers:
-        if is_secret_name(name):
-            token = value.partition(" ")[2] if " " in value.strip() else value
-            found.append(token.strip())
+        if is_secret_name(name) and name.lower() not in _COOKIE_HEADERS:
+            scheme, _, token = value.strip().partition(" ")
+            found.append(token.strip() if scheme.lower() in _SCHEMES and token else value.strip())
     found += [unquote_plus(raw) for name, raw, _ in _query_params(urlsplit(url).query)
               if is_secret_name(name)]  # fmt: skip
-    return [v.encode() for v in found if len(v) >= 8 and not is_placeholder(v)]
+    return [v.encode() for v in found if _could_be_a_key(v)]
+
+
+# A cookie is a session, not a key an answer quotes back (and its pairs are no one value).
+_COOKIE_HEADERS = frozenset({"cookie", "set-cookie"})
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+
+
+def _could_be_a_key(value: str) -> bool:
+    """Long enough, with letters and digits: a placeholder such as `lm-studio` or `not-needed`
+    is no key, and a value of digits alone would match numbers in the answer."""
+    return (
+        len(value) >= 8
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+        and not is_placeholder(value)
+    )
 
 
 def mask_values(data: bytes, values: list[bytes]) -> bytes:
-    """`data` with each of `values` masked where it appears (same length)."""
+    """`data` with each of `values` masked (same length) where it stands alone, not inside a
+    longer run of letters and digits (a number, another token)."""
     for value in values:
         if value in data:
-            data = data.replace(value, _mask_of(len(value)))
+            alone = rb"(?<![A-Za-z0-9])" + re.escape(value) + rb"(?![A-Za-z0-9])"
+            data = re.sub(alone, _mask_of(len(value)), data)
     return data
 
 

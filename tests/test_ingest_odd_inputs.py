@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -105,13 +106,14 @@ def test_a_zstd_capture_cut_short_says_where_as_a_gzip_one_does(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     reasons = [r["reason"] for r in table(wh, "rejects")]
     assert any("zstd stream cut short" in r and "ends inside a zstd frame" in r for r in reasons)
-    # a whole file of two frames (as pzstd writes) reads whole, with no reject
+    # a whole file of two frames, each after a skippable frame holding its size (as pzstd
+    # writes them: its first bytes are no zstd magic), reads whole, with no reject
     two = tmp_path / "two.jsonl.zst"
     cut_at = records.index(b"\n", len(records) // 2) + 1
     frames = [
         zstandard.ZstdCompressor().compress(part) for part in (records[:cut_at], records[cut_at:])
     ]
-    two.write_bytes(b"".join(frames))
+    two.write_bytes(b"".join(struct.pack("<III", 0x184D2A50, 4, len(f)) + f for f in frames))
     done = run_cli("ingest", str(two), "-w", str(tmp_path / "wh2"))
     assert "200 records = 200 accepted + 0 rejected" in done.stderr
 
@@ -229,3 +231,60 @@ def test_a_link_to_nothing_in_a_directory_is_said_not_passed_over(tmp_path: Path
     done, _ = _ingest(tmp_path, captures)
     assert done.returncode == 0
     assert f"{captures}: ignoring 1 link(s) to nothing, e.g. b.jsonl ->" in done.stderr
+
+
+def _cassette(
+    tmp_path: Path, name: str, answer: str, head: str = "", tail: str = "version: 1\n"
+) -> Path:
+    body = json.loads(capture_record(0)["response"]["body"])
+    body["choices"][0]["message"]["content"] = answer
+    items = "".join(
+        "- request:\n    body: '{}'\n    headers: {}\n    method: POST\n"
+        "    uri: https://api.openai.com/v1/chat/completions\n"
+        f"  response:\n    body:\n      string: '{json.dumps(body)}'\n    headers: {{}}\n"
+        "    status:\n      code: 200\n      message: OK\n"
+        for _ in range(3)
+    )
+    path = tmp_path / name
+    path.write_text(head + "interactions:\n" + items + tail)
+    return path
+
+
+def test_an_ampersand_in_an_answer_is_no_anchor_and_a_version_first_cassette_is_whole(
+    tmp_path: Path,
+) -> None:
+    amp = _cassette(tmp_path, "amp.yaml", "R&D &co. then cd src && make")
+    cut = tmp_path / "amp-cut.yaml"
+    text = amp.read_text()
+    cut.write_text(text[: text.rindex("code: 200") + len("code: 2")])
+    first = _cassette(tmp_path, "first.yaml", "ok", head="version: 1\n", tail="")
+    got = {}
+    for path in (amp, cut, first):
+        done = run_cli("ingest", str(path), "-w", str(tmp_path / f"wh-{path.stem}"))
+        got[path.name] = done.stderr.split("]: ", 1)[1].split("\n")[0]
+    assert got == {
+        "amp.yaml": "3 records = 3 accepted + 0 rejected + 0 skipped",
+        "amp-cut.yaml": "3 records = 2 accepted + 1 rejected + 0 skipped",  # the cut one only
+        "first.yaml": "3 records = 3 accepted + 0 rejected + 0 skipped",
+    }
+
+
+def test_otlp_metrics_and_logs_in_the_same_file_are_no_rejects(tmp_path: Path) -> None:
+    spans = tmp_path / "all-signals.jsonl"
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": []}]}]}
+    other = [{"resourceMetrics": [{"scopeMetrics": []}]}, {"resourceLogs": [{"scopeLogs": []}]}]
+    spans.write_text("\n".join(json.dumps(d) for d in [export, *other]) + "\n")
+    done, wh = _ingest(tmp_path, spans)
+    assert "0 records = 0 accepted + 0 rejected" in done.stderr
+    assert table(wh, "rejects") == []
+
+
+def test_a_page_load_with_a_status_as_text_is_skipped_not_rejected(tmp_path: Path) -> None:
+    from test_ingest_support import har_document, har_entry
+
+    page = har_entry(1, url="https://example.com/x")
+    page["response"]["status"] = "200"
+    har = tmp_path / "pages.har"
+    har.write_bytes(har_document([har_entry(0), page]))
+    done, _ = _ingest(tmp_path, har)
+    assert "2 records = 1 accepted + 0 rejected + 1 skipped" in done.stderr

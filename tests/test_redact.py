@@ -409,3 +409,27 @@ def test_a_value_at_the_end_of_a_line_or_quoted_is_masked_without_breaking_the_j
     # ordinary words after bearer/basic are kept: a credential has a digit
     kept = json.dumps({"c": "I have a basic question about the bearer instrument"})
     assert mask_texts([kept])[0].as_py() == kept and mask_secrets(kept.encode()) == kept.encode()
+
+
+def test_a_name_a_capture_gives_keeps_its_words_and_two_names_stay_two() -> None:
+    from pipeline.redact import without_keys
+
+    kept = ["eval pass=1", "pass:2", "auth:v1", "basic experiments", "Basic smoke-tests",
+            "token:budget", "/api/v1/auth/token:refresh", "bearer instrument"]  # fmt: skip
+    assert [without_keys(v) for v in kept] == kept
+    one, two = without_keys("sess password=hunter22"), without_keys("sess password=hunter23")
+    assert one is not None and two is not None
+    assert "hunter2" not in one + two and one != two  # masked by fingerprint, not merged
+
+
+def test_a_request_key_is_masked_where_an_answer_quotes_it_and_nowhere_else() -> None:
+    from pipeline.redact import mask_values, secret_values
+
+    headers = [("cookie", "sid=abcdef12; theme=dark"), ("api-key", "lm-studio"),
+               ("authorization", "Bearer 12345678"), ("x-api-key", "9f8e7d6c5b4a3928")]  # fmt: skip
+    # a cookie is no key quoted back; a placeholder or a number of digits alone is none either
+    assert secret_values(headers, "https://h/v1/x?token=anything") == [b"9f8e7d6c5b4a3928"]
+    answer = b'{"created": 19f8e7d6c5b4a3928, "m": "key 9f8e7d6c5b4a3928."}'
+    assert mask_values(answer, [b"9f8e7d6c5b4a3928"]) == (
+        b'{"created": 19f8e7d6c5b4a3928, "m": "key [REDACTED******]."}'
+    )

@@ -84,6 +84,9 @@ def compression_of(path: Path) -> str | None:
         return "gzip"
     if head.startswith(ZSTD_MAGIC):
         return "zstd"
+    # pzstd (and zstd -T with --format options) starts with a skippable frame, 0x184D2A5?
+    if len(head) == 4 and int.from_bytes(head, "little") & 0xFFFFFFF0 == _SKIPPABLE:
+        return "zstd"
     return None
 
 

@@ -598,9 +598,13 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
     error = _error(entry, response)
     # No response (browsers export an aborted or blocked request with status 0 or without a
     # `response`; mitmproxy writes status 0 for failed flows): interrupted, status unknown.
-    if raw_status is not None and (not isinstance(raw_status, int) or isinstance(raw_status, bool)):
-        raise RecordError(f"response.status {str(raw_status)[:20]!r} is not a number")
-    status = raw_status if raw_status is not None and raw_status > 0 else None
+    # a status that is no number: rejected if this is an LLM call, skipped with the page loads
+    # otherwise (normalise decides, `defect`)
+    bad = raw_status is not None and (
+        not isinstance(raw_status, int) or isinstance(raw_status, bool)
+    )
+    defect = f"response.status {str(raw_status)[:20]!r} is not a number" if bad else None
+    status = raw_status if not bad and raw_status is not None and raw_status > 0 else None
     return Exchange(
         source=source,
         index=index,
@@ -622,6 +626,7 @@ def entry_to_exchange(entry: Any, source: str, index: int) -> Exchange:
         # net::ERR_INCOMPLETE_CHUNKED_ENCODING on a cut stream): the exchange did not complete.
         capture_outcome="interrupted" if status is None or error else None,
         capture_error=error,
+        defect=defect,
     )
 
 

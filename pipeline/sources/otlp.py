@@ -157,6 +157,11 @@ def span_to_exchange(
     )
 
 
+_OTHER_SIGNALS = frozenset(
+    {"resourceMetrics", "resource_metrics", "resourceLogs", "resource_logs", "resourceProfiles"}
+)
+
+
 def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]] | str]:
     """(span, resource attributes) for each span of an export, or for a part of it that is not
     shaped as OTLP (a string where a list belongs, a span that is no object) why: that part is
@@ -164,8 +169,10 @@ def _spans(doc: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]
     # protobuf's JSON mapping takes the proto field names too (resource_spans, scope_spans)
     resource_spans = doc.get("resourceSpans", doc.get("resource_spans"))
     if resource_spans is None:
-        if doc:  # `{}` is an export of no spans (empty lists are left out); anything else is
-            # no export at all, and counted as one
+        # `{}` is an export of no spans (empty lists are left out), and a Collector's file
+        # exporter writes its metrics and logs to the same file: no spans, no records. Anything
+        # else is no export at all, and counted as one.
+        if doc and not _OTHER_SIGNALS.intersection(doc):
             yield "not an OTLP trace export: no resourceSpans"
         return
     if not isinstance(resource_spans, list):

@@ -214,11 +214,12 @@ def _excerpt(interaction: Any) -> str:
     return redact_excerpt(cut(raw, 400))
 
 
-# A YAML anchor (`key: &id001`, `- &id001`, `key: !!str &id001`, or `&id001` on a line of its
-# own): an alias to it may sit in another interaction, so a cassette with one is parsed whole.
-# PyYAML writes them only for an object dumped twice. An `&` after a space in a body's text
-# (`a &b`) also counts: it costs a whole parse, never a lost interaction.
-_ANCHOR = re.compile(rb"(?:^|[ \t])&[^\s\[\]{},]+", re.MULTILINE)
+# A YAML anchor where a node starts (`key: &id001`, `- &id001`, `key: !!str &id001`, or
+# `&id001` on a line of its own): an alias to it may sit in another interaction, so a cassette
+# with one is parsed whole. PyYAML writes them only for an object dumped twice. An `&` inside a
+# body's text (`R&D &co.`, `cd src && make`) is none: counting it cost a whole parse, and with
+# it the streaming of a large cassette and the detection of one cut short.
+_ANCHOR = re.compile(rb"(?:(?::|-)[ \t]+(?:![^\s]*[ \t]+)?|^[ \t]*)&[^\s\[\]{},]+", re.MULTILINE)
 _SCAN_BLOCK = 1024 * 1024
 
 
@@ -263,9 +264,11 @@ def _items(path: Path) -> Iterator[bytes]:
     from its `- ` at column 0 to the next one, or to the next key at column 0 (`version: 1`);
     a last item the file ends inside is followed by CUT_SHORT."""
     with open_binary(path) as fh:
+        version_first = False  # `version:` written before the interactions (a re-dumped file)
         for line in fh:
             if line.startswith(b"interactions:"):
                 break
+            version_first = version_first or line.startswith(b"version:")
         item: list[bytes] = []
         for line in fh:
             if line.startswith(b"- "):
@@ -280,7 +283,8 @@ def _items(path: Path) -> Iterator[bytes]:
         else:
             if item:
                 yield b"".join(item)
-                yield CUT_SHORT
+                if not version_first:
+                    yield CUT_SHORT
             return
         if item:
             yield b"".join(item)
