@@ -138,3 +138,41 @@ def test_a_capture_directory_removed_while_recording_gets_the_next_record_in_a_n
     assert len(files) == 1  # the first file went with the directory; the record did not
     assert [orjson.loads(line)["id"] for line in files[0].read_bytes().splitlines()] == ["rec-2"]
     assert len(warnings) == 1 and "was removed; recording to a new file" in warnings[0]
+
+
+def test_the_proxy_writes_each_record_off_its_event_loop_and_once(tmp_path: Path) -> None:
+    # building and masking a record costs ~26 ms per MB: on the event loop it paused every
+    # other stream; and a cancelled exchange's clean-up must not write it a second time
+    import asyncio
+
+    import httpx
+    from fixtures.capture.fake_upstream import FakeUpstream
+    from fixtures.capture.harness import recording_proxy, serving
+
+    from pipeline.capture.exchange import COMPLETE, ExchangeRecorder
+
+    on_loop: list[bool] = []
+    upstream = FakeUpstream()
+    with serving(upstream) as up, recording_proxy(up.url, tmp_path / "cap") as (proxy, app):
+        write = app.writer.write_record
+
+        def watched(record: dict[str, object]) -> bool:
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(True)
+            except RuntimeError:
+                on_loop.append(False)
+            return write(record)
+
+        app.writer.write_record = watched  # type: ignore[method-assign]
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        for stream in (False, True):
+            answer = httpx.post(f"{proxy.url}/v1/chat/completions", json={**body, "stream": stream})
+            assert answer.status_code == 200
+        rec = ExchangeRecorder("POST", "https://api.openai.com/v1/chat/completions", [], b"{}")
+        rec.finish(COMPLETE)
+        app._emit(rec)
+        app._emit(rec)  # the clean-up asking again
+    assert on_loop[:2] == [False, False]  # both exchanges written from a worker thread
+    assert len(on_loop) == 3  # and the record emitted twice was written once
+    assert app.stats.recorded == 3

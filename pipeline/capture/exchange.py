@@ -96,6 +96,9 @@ class ExchangeRecorder:
     _body: bytearray = field(default_factory=bytearray)
     _chunks: list[tuple[float, int]] = field(default_factory=list)
     _decoder: BodyDecoder | None = None
+    # whether its record was handed to the writer: once, whichever path gets there first (the
+    # write may run in a thread while a cancelled exchange's clean-up asks again)
+    emitted: bool = False
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.t0) * 1000.0

@@ -183,7 +183,8 @@ class OtlpReceiver:
                 for rs in export.get("resourceSpans") or ()
                 for ss in (rs or {}).get("scopeSpans") or ()
             )
-            if not self.writer.write(line):
+            # off the event loop, as the decoding: masking a large export takes milliseconds
+            if not await asyncio.to_thread(self.writer.write, line):
                 # the export is the whole record: a 503 makes the exporter send it again
                 # (OTLP/HTTP retries 429, 502, 503 and 504), where a 200 would lose it
                 self.unwritten += 1

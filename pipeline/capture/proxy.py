@@ -24,6 +24,7 @@ import logging
 import signal
 import socket
 import sys
+import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -92,6 +93,8 @@ UNRECORDED = "not recorded"
 class Stats:
     outcomes: Counter[str] = field(default_factory=Counter)
     since_summary: Counter[str] = field(default_factory=Counter)
+    # records are written (and counted) in worker threads as well as on the event loop
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def recorded(self) -> int:
@@ -99,16 +102,18 @@ class Stats:
         return sum(n for k, n in self.outcomes.items() if k != UNRECORDED)
 
     def add(self, outcome: str) -> None:
-        self.outcomes[outcome] += 1
-        self.since_summary[outcome] += 1
+        with self.lock:
+            self.outcomes[outcome] += 1
+            self.since_summary[outcome] += 1
 
     def summary(self, seconds: float, where: str) -> str | None:
-        if not self.since_summary:
-            return None
-        recent = sum(self.since_summary.values())
-        detail = ", ".join(f"{n} {k}" for k, n in sorted(self.since_summary.items()))
-        total = sum(self.outcomes.values())
-        self.since_summary.clear()
+        with self.lock:
+            if not self.since_summary:
+                return None
+            recent = sum(self.since_summary.values())
+            detail = ", ".join(f"{n} {k}" for k, n in sorted(self.since_summary.items()))
+            total = sum(self.outcomes.values())
+            self.since_summary.clear()
         head = f"capture: {recent} exchanges in the last {seconds:g}s ({detail})"
         return f"{head}; {total} total -> {where}"
 
@@ -140,6 +145,7 @@ class CaptureProxy:
         self.options = options or ProxyOptions()
         self.log = log
         self.stats = Stats()
+        self._emit_lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
         self._summary_task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[bool]] = set()
@@ -304,7 +310,7 @@ class CaptureProxy:
                 timeout = isinstance(exc, httpx.TimeoutException)
                 outcome = UPSTREAM_TIMEOUT if timeout else UPSTREAM_UNREACHABLE
                 rec.finish(outcome, f"{type(exc).__name__}: {exc}")
-                emitted = self._emit(rec)
+                emitted = await self._emit_off_loop(rec)
                 await _respond(
                     send, 504 if timeout else 502, _error_body(outcome, _describe(exc, rec))
                 )
@@ -332,7 +338,7 @@ class CaptureProxy:
                         remaining -= len(chunk)
                         if remaining <= 0 and not emitted:  # this chunk completes the body
                             rec.finish(COMPLETE)
-                            emitted = self._emit(rec)
+                            emitted = await self._emit_off_loop(rec)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except httpx.HTTPError as exc:
                 rec.finish(INTERRUPTED, f"upstream stream ended early: {type(exc).__name__}: {exc}")
@@ -343,7 +349,7 @@ class CaptureProxy:
                 return True
             rec.finish(COMPLETE)
             if not emitted:
-                emitted = self._emit(rec)
+                emitted = await self._emit_off_loop(rec)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return False
         finally:
@@ -352,9 +358,34 @@ class CaptureProxy:
             if response is not None:
                 await response.aclose()
 
+    def _claim(self, rec: ExchangeRecorder) -> bool:
+        """True the first time a record is to be written, False after (exactly once)."""
+        with self._emit_lock:
+            if rec.emitted:
+                return False
+            rec.emitted = True
+            return True
+
+    async def _emit_off_loop(self, rec: ExchangeRecorder) -> bool:
+        """`_emit` in a worker thread: building, masking and writing a record costs ~26 ms per
+        MB of it, which on the event loop paused every other stream for as long. The exchange
+        waits for it (its record is on disk before its client sees the end); a cancel meanwhile
+        leaves the thread to finish, and the record, claimed, is not written again."""
+        if rec.outcome is None:
+            rec.finish(INTERRUPTED, "exchange cancelled")
+        if not self._claim(rec):
+            return True
+        await asyncio.to_thread(self._write, rec)
+        return True
+
     def _emit(self, rec: ExchangeRecorder) -> bool:
         if rec.outcome is None:  # cancelled without a reason recorded
             rec.finish(INTERRUPTED, "exchange cancelled")
+        if self._claim(rec):
+            self._write(rec)
+        return True
+
+    def _write(self, rec: ExchangeRecorder) -> None:
         written = self.writer.write_record(rec.record())
         outcome = rec.outcome or INTERRUPTED
         # an exchange whose record could not be written is not counted as recorded (the
@@ -367,7 +398,6 @@ class CaptureProxy:
                 f"{status} {rec.method} {redact_url(rec.url)} {rec.body_bytes} B"
                 f" ttfb {ttfb} ms total {rec.end_ms or 0:.0f} ms {outcome}"
             )
-        return True
 
 
 def _describe(exc: Exception, rec: ExchangeRecorder) -> str:
