@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.records import Exchange
+from pipeline.records import HTTP_STATUSES, Exchange
 from pipeline.redact import (
     account_of,
     cut_text,
@@ -240,9 +240,6 @@ def _object_or_empty(obj: dict[str, Any], name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RecordError(f"{name} must be an object or null, not {type(value).__name__}")
     return value
-
-
-HTTP_STATUSES = range(100, 600)  # RFC 9110, section 15: three digits, 1xx to 5xx
 
 
 def _status(value: Any) -> int | None:

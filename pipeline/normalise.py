@@ -19,7 +19,7 @@ from pipeline import providers
 from pipeline.dialects import DIALECTS
 from pipeline.dialects.common import header
 from pipeline.dialects.fields import consistent, within_range
-from pipeline.records import Exchange, RequestInfo, ResponseInfo, Segment, Usage
+from pipeline.records import HTTP_STATUSES, Exchange, RequestInfo, ResponseInfo, Segment, Usage
 from pipeline.redact import account_label, redact_text, without_keys
 from pipeline.streams import is_stream_body
 
@@ -327,9 +327,6 @@ def _response(
     return response
 
 
-_STATUS_RANGE = range(100, 600)  # an HTTP status: three digits, 1xx to 5xx (RFC 9110)
-
-
 def _check_types(exchange: Exchange) -> None:
     """Refuse a record whose fields the sources passed on without checking their type (a
     capture's hints, a span's status) and that no column could hold: one reject, never a
@@ -339,7 +336,7 @@ def _check_types(exchange: Exchange) -> None:
         if value is not None and not isinstance(value, str):
             raise RejectRecord(f"{name} must be a string, not {type(value).__name__}")
     status = exchange.status
-    if status is not None and status not in _STATUS_RANGE:
+    if status is not None and status not in HTTP_STATUSES:
         raise RejectRecord(f"status {str(status)[:20]} is not an HTTP status code")
 
 

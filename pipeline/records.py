@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+HTTP_STATUSES = range(100, 600)  # RFC 9110, section 15: three digits, 1xx to 5xx
+
 
 @dataclass(slots=True)
 class Exchange:

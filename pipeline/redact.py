@@ -446,17 +446,17 @@ _BODY_FIELD = re.compile(
     rf'((?P<run>\\*)"(?i:{_NAME})(?P=run)"\s*:\s*(?P=run)")(?P<value>{_FIELD_VALUE})'.encode()
 )
 _BODY_KEY = re.compile(rf"{_KEY_BOUNDARY}(?:{_KEY_SHAPES})".encode())
-# The rules that keep what names the value (group 1) and mask the value (group 2), same length,
+# The rules that keep what names the value and mask the value (group `value`), same length,
 # each with an RE2 test that spares its scan where it cannot match: Python's engine tries a
 # pattern at every position, and these cost 10-35 ms per MB each even where nothing matches.
 _BODY_NAMED = [
-    (re.compile(rf"({_PARAM_HEAD})({_PARAM_VALUE})".encode()), _PARAM_HEAD),
+    (re.compile(rf"{_PARAM_HEAD}(?P<value>{_PARAM_VALUE})".encode()), _PARAM_HEAD),
     (
-        re.compile(rf"({_NAME_BOUNDARY}{_BEARER_HEAD})({_BEARER_VALUE})".encode()),
+        re.compile(rf"{_NAME_BOUNDARY}{_BEARER_HEAD}(?P<value>{_BEARER_VALUE})".encode()),
         r"(?i)b(?:earer|asic)\s",
     ),
-    (re.compile(rf"({_PEM_HEAD})({_PEM_BODY})".encode()), "PRIVATE KEY"),
-    (re.compile(rf"({_URL_SCHEME})({_USERINFO_VALUE})(?=@)".encode()), r"://[^\s@]+@"),
+    (re.compile(rf"{_PEM_HEAD}(?P<value>{_PEM_BODY})".encode()), "PRIVATE KEY"),
+    (re.compile(rf"{_URL_SCHEME}(?P<value>{_USERINFO_VALUE})(?=@)".encode()), r"://[^\s@]+@"),
 ]
 # `name: value` / `name=value` in a body, found in steps (one pattern for the whole rule took
 # 0.3 s per MB of prompt, trying the name rule at every position): the words a credential name
@@ -515,7 +515,7 @@ def _mask_assignments(data: bytes) -> bytes:
     out, kept = [], 0
     for start, end in _assignments(data):
         value = data[start:end]
-        if start < kept or value.startswith(b"[REDACTED") or set(value) <= {ord("*")}:
+        if start < kept or _already_masked(value):
             continue
         out += [data[kept:start], _mask_of(end - start)]
         kept = end
@@ -565,29 +565,27 @@ def _same_length(match: re.Match[bytes]) -> bytes:
     return _mask_of(len(match.group(0)))
 
 
-def _field_value(match: re.Match[bytes]) -> bytes:
+def _already_masked(value: bytes) -> bool:
+    return value.startswith(b"[REDACTED") or set(value) <= {ord("*")}
+
+
+def _masked_value(match: re.Match[bytes]) -> bytes:
+    """The match with its `value` group (its end) masked, unless it is masked already."""
     value = match.group("value")
-    if value.startswith(b"[REDACTED") or set(value) <= {ord("*")}:
+    if _already_masked(value):
         return match.group(0)
-    return match.group(1) + _mask_of(len(value))
-
-
-def _named_value(match: re.Match[bytes]) -> bytes:
-    value = match.group(2)
-    if value.startswith(b"[REDACTED") or set(value) <= {ord("*")}:
-        return match.group(0)
-    return match.group(1) + _mask_of(len(value))
+    return match.group(0)[: match.start("value") - match.start()] + _mask_of(len(value))
 
 
 def _mask_bytes(data: bytes, has: Callable[[str], bool]) -> bytes:
     """Every rule over `data`; `has(pattern)` says (in RE2, a few ms per MB) whether a rule's
     candidates are there at all: the key shapes alone cost Python's engine 40 ms per MB."""
     if has(_FIELD_SCREEN):
-        data = _BODY_FIELD.sub(_field_value, data)
+        data = _BODY_FIELD.sub(_masked_value, data)
     data = _mask_assignments(data)
     for rule, candidates in _BODY_NAMED:
         if has(candidates):
-            data = rule.sub(_named_value, data)
+            data = rule.sub(_masked_value, data)
     return _BODY_KEY.sub(_same_length, data) if has(_KEY_SHAPES) else data
 
 

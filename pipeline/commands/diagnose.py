@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from pipeline.commands.options import DEFAULT_WAREHOUSE, RulesOpt, WarehouseOpt, err, sql_options
+from pipeline.commands.options import (
+    DEFAULT_WAREHOUSE,
+    RulesOpt,
+    WarehouseOpt,
+    err,
+    say_built,
+    sql_options,
+)
 from pipeline.engines.options import EngineOpt, SparkMasterOpt
 from pipeline.errors import UsageError
 
@@ -123,11 +130,7 @@ def build(
             group_segments=split_segments,
             progress=err,
         )
-    for r in results:
-        if r.rebuilt:
-            err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")
-        else:
-            err(f"{r.name}: up to date")
+    say_built(results)
     from pipeline import warehouse_db
 
     err(warehouse_db.refresh(Warehouse(warehouse), options))

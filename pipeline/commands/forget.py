@@ -13,6 +13,7 @@ from pipeline.commands.options import (
     WarehouseOpt,
     err,
     existing_warehouse,
+    say_built,
     sql_options,
 )
 
@@ -63,9 +64,7 @@ def forget(
         )
     options = sql_options(None, rules)
     if (wh.root / DERIVED_DIR).is_dir():
-        for r in materialise.build(wh, options=options, progress=err):
-            if r.rebuilt:
-                err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")
+        say_built(materialise.build(wh, options=options, progress=err), unchanged=False)
     err(warehouse_db.refresh(wh, options))
 
 

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pipeline.materialise import BuildResult
     from pipeline.sql_catalog import SqlOptions
     from pipeline.warehouse import Warehouse
 
@@ -80,3 +83,12 @@ def existing_warehouse(path: Path) -> Warehouse:
 
 def err(message: str) -> None:
     typer.echo(message, err=True)
+
+
+def say_built(results: Iterable[BuildResult], *, unchanged: bool = True) -> None:
+    """A line per stored view `build` computed (and, with `unchanged`, per view it kept)."""
+    for r in results:
+        if r.rebuilt:
+            err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")
+        elif unchanged:
+            err(f"{r.name}: up to date")
