@@ -24,6 +24,7 @@ from pipeline.redact import account_label, redact_text, without_keys
 from pipeline.streams import is_stream_body
 
 _EMPTY_PREFIX = b"\x00" * 16
+_UTF8_BOM = b"\xef\xbb\xbf"
 _BINARY_APIS = frozenset({"converse", "invoke_model"})
 # What a capture tool says when it saw the exchange cut before it completed.
 _CUT = frozenset({"interrupted", "client_disconnected"})
@@ -189,14 +190,20 @@ def _arrival_ms(
 
 
 def _request_json(exchange: Exchange) -> dict[str, Any]:
-    if not exchange.request_body:
-        return {}
+    return _json_object(exchange.request_body) if exchange.request_body else {}
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
     try:
-        body = orjson.loads(exchange.request_body)  # also rejects invalid UTF-8
+        body = orjson.loads(raw)  # also rejects invalid UTF-8
     except orjson.JSONDecodeError as exc:
+        # A UTF-8 byte order mark: JSON forbids sending one but lets a reader ignore it, and
+        # servers that parse as Python's json does accept it. Looked for only after a failure.
+        if raw.startswith(_UTF8_BOM):
+            return _json_object(raw[len(_UTF8_BOM) :])
         # Decoding again only on failure, to say which of the two it was.
         try:
-            exchange.request_body.decode("utf-8")
+            raw.decode("utf-8")
         except UnicodeDecodeError as bad:
             raise RejectRecord(f"request body is not valid UTF-8 (byte {bad.start})") from bad
         raise RejectRecord(f"request body is not JSON: {exc}") from exc

@@ -17,8 +17,8 @@
 --   takes the fee of the best-ranked row in force for the priced model, in its currency, that
 --   has one (the price library's, also for a name our aliases keep from it: a fee is no token
 --   price); a search with no fee anywhere leaves the request unpriced
---   (no_price_for_web_search). A fee per request the row has (Perplexity) is in
---   cost_request_fee and inside cost_total.
+--   (no_price_for_web_search). A fee per request (Perplexity) is in cost_request_fee and
+--   inside cost_total; a winning row without one takes it from the next row as a search fee.
 -- When each provider began to offer prompt caching (its announcement): before that nothing
 -- could be read from a cache, so an absent cache read is a known 0 for pricing (requests keeps
 -- NULL: that is what was reported). OpenAI https://openai.com/index/api-prompt-caching/,
@@ -159,7 +159,7 @@ known_above AS (
 ),
 
 -- every row in force for the priced name; `priceable`: not a library row for a name an alias
--- of ours gives a life of its own (those still lend a missing per-search fee: search_fee)
+-- of ours gives a life of its own (those still lend a missing fee: search_fee, request_fee)
 dated AS (
     SELECT r.req_key, p.*, (p.layer_rank < 2 OR k.lookup_model IS NULL) AS priceable
     FROM resolved AS r
@@ -219,6 +219,23 @@ search_fee AS (
     ) = 1
 ),
 
+-- the fee per 1,000 requests where the winning row has none, as for searches: a user's own
+-- token prices for a Perplexity model keep the library's fee (rows with a fee are few, so the
+-- ranking touches only their requests)
+request_fee AS (
+    SELECT f.req_key, f.request_fee_per_1k
+    FROM dated AS f
+    JOIN chosen AS c USING (req_key)
+    WHERE c.request_fee_per_1k IS NULL
+        AND f.request_fee_per_1k IS NOT NULL
+        AND f.currency = c.currency
+    QUALIFY row_number() OVER (
+        PARTITION BY f.req_key
+        ORDER BY f.layer_rank, f.specificity DESC, f.model_is_pattern,
+            f.effective_from DESC NULLS LAST, f.load_order
+    ) = 1
+),
+
 priced AS (
     SELECT
         r.*,
@@ -239,7 +256,7 @@ priced AS (
         coalesce(c.output_audio_per_mtok - c.output_per_mtok, 0)
                                         AS p_audio_out_extra,
         coalesce(c.web_search_per_1k, s.web_search_per_1k) AS p_search,
-        c.request_fee_per_1k            AS p_request,
+        coalesce(c.request_fee_per_1k, q.request_fee_per_1k) AS p_request,
         c.row_id IS NOT NULL            AS has_row,
         EXISTS (
             SELECT 1 FROM price_rows_source AS k
@@ -252,6 +269,7 @@ priced AS (
     FROM resolved AS r
     LEFT JOIN chosen AS c USING (req_key)
     LEFT JOIN search_fee AS s USING (req_key)
+    LEFT JOIN request_fee AS q USING (req_key)
 ),
 
 -- The 1h part of the writes. Unreported split (a stream's last delta without the breakdown, a

@@ -33,7 +33,14 @@ def test_views_on_an_empty_warehouse_lists_the_contract_views(cli, warehouse: Pa
 
 @pytest.mark.parametrize(
     "command",
-    [("sql", "select 1"), ("views",), ("summary",), ("report", "weekly")],
+    [
+        ("sql", "select 1"),
+        ("views",),
+        ("summary",),
+        ("report", "weekly"),
+        ("build",),
+        ("diagnose",),
+    ],
     ids=lambda c: " ".join(c),
 )
 def test_a_command_reading_a_missing_warehouse_names_it_and_exits_not_found(
@@ -49,6 +56,22 @@ def test_a_command_reading_a_missing_warehouse_names_it_and_exits_not_found(
         f"hint: create it with `cacheaudit ingest FILE... --warehouse {missing}`"
     )
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("command", ["build", "diagnose", "summary"])
+def test_an_empty_directory_is_a_warehouse_with_nothing_ingested_yet_for_every_command(
+    cli, warehouse: Path, command: str
+) -> None:
+    # summary took an empty directory as an empty warehouse while build and diagnose said
+    # there was no warehouse at all; build writes nothing into it
+    warehouse.mkdir()
+    result = cli(command, "-w", str(warehouse))
+    assert result.returncode == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert (
+        first == f"{warehouse} holds no requests yet: run `cacheaudit ingest FILE -w {warehouse}`"
+    )
+    assert list(warehouse.iterdir()) == []
 
 
 def test_sql_on_an_existing_empty_warehouse_directory_still_answers(cli, warehouse: Path) -> None:

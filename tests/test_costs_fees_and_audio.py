@@ -186,3 +186,40 @@ def test_a_fee_per_request_is_added_to_the_tokens_and_stacks_in_the_days_bars(
     parts = dict(con.execute("SELECT part, cost FROM report_cost_daily").fetchall())
     assert parts["request fee"] == pytest.approx(0.012)
     assert sum(parts.values()) == pytest.approx(0.023)  # the bars add up to the day's cost
+
+
+def test_a_users_own_token_prices_keep_the_libraries_fee_per_request(tmp_path: Any) -> None:
+    # A user's row for sonar with their own token prices (2.00 in / 2.00 out) and no fee
+    # column: the fee is not a token price, so it comes from the library's row (12 USD per
+    # 1,000 requests). 10,000 in, 1,000 out: 0.022 + 0.012 = 0.034 USD (the fee was dropped:
+    # 0.022). A row that says its own fee keeps it: 5 per 1,000 -> 0.022 + 0.005.
+    header = (
+        "provider,model,effective_from,effective_to,currency,condition,"
+        "input_cache_miss_per_mtok,input_cache_hit_per_mtok,cache_write_5m_per_mtok,"
+        "cache_write_1h_per_mtok,output_per_mtok,request_fee_per_1k,notes,source"
+    )
+    at = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    rows = [
+        tiny.request("own-tokens", at, "perplexity", "sonar", input_tokens=10_000,
+                     cache_read_tokens=0, output_tokens=1_000),
+        tiny.request("own-fee", at, "perplexity", "sonar-pro", input_tokens=10_000,
+                     cache_read_tokens=0, output_tokens=1_000),
+    ]  # fmt: skip
+    table = tmp_path / "mine.csv"
+    table.write_text(
+        f"{header}\n"
+        "perplexity,sonar,2026-01-01,,USD,,2,2,,,2,,,contract\n"
+        "perplexity,sonar-pro,2026-01-01,,USD,,2,2,,,2,5,,contract\n",
+        encoding="utf-8",
+    )
+    con = sqlmod.connect(
+        tiny.write(tmp_path / "wh", rows), options=sqlmod.SqlOptions(prices_paths=(table,))
+    )
+    got = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "SELECT request_id, price_row, cost_request_fee, cost_total FROM request_costs"
+        ).fetchall()
+    }
+    assert got["own-tokens"] == (f"{table}:2", pytest.approx(0.012), pytest.approx(0.034))
+    assert got["own-fee"] == (f"{table}:3", pytest.approx(0.005), pytest.approx(0.027))

@@ -288,3 +288,26 @@ def test_a_page_load_with_a_status_as_text_is_skipped_not_rejected(tmp_path: Pat
     har.write_bytes(har_document([har_entry(0), page]))
     done, _ = _ingest(tmp_path, har)
     assert "2 records = 1 accepted + 0 rejected + 1 skipped" in done.stderr
+
+
+def test_json_bodies_that_start_with_a_byte_order_mark_are_read_as_without_one(
+    tmp_path: Path,
+) -> None:
+    # JSON lets a reader ignore a UTF-8 BOM, and servers parsing as Python's json accept one; a
+    # streamed body with one was read, a plain JSON body (request or response) was rejected.
+    bom = "\ufeff"
+    plain = capture_record(0, record_id="plain")
+    marked = capture_record(1, record_id="marked")
+    marked["request"]["body"] = bom + plain["request"]["body"]
+    marked["response"]["body"] = bom + marked["response"]["body"]
+    capture = tmp_path / "bom.jsonl"
+    capture.write_bytes(line(plain) + line(marked))
+    done, wh = _ingest(tmp_path, capture)
+    assert done.returncode == 0, done.stderr
+    assert table(wh, "rejects") == []
+    rows = {r["request_id"]: r for r in table(wh, "requests")}
+    # capture_record(1) answers 1001 prompt tokens, 512 of them read from the cache
+    assert (rows["marked"]["input_tokens"], rows["marked"]["cache_read_tokens"]) == (1001, 512)
+    # the same request with and without the mark has the same segments (the mark is not prompt)
+    assert rows["marked"]["last_prefix_hash"] == rows["plain"]["last_prefix_hash"]
+    assert rows["marked"]["segment_count"] == rows["plain"]["segment_count"] == 2

@@ -12,6 +12,7 @@ from pipeline.commands.options import (
     RulesOpt,
     WarehouseOpt,
     err,
+    ingested_warehouse,
     say_built,
     sql_options,
 )
@@ -59,10 +60,11 @@ def diagnose(
     $ cacheaudit diagnose -c research-agent-001 --all --breaks-only
     """
     from pipeline.diagnose import render, render_grouped, timeline
-    from pipeline.warehouse import Warehouse
 
+    if (wh := ingested_warehouse(warehouse)) is None:
+        return
     turns = timeline(
-        Warehouse(warehouse),
+        wh,
         conversations=conversation or (),
         requests=request or (),
         worst=worst,
@@ -111,20 +113,19 @@ def build(
     write the same derived/*.parquet, which `sql`, `diagnose` and `report` read with DuckDB."""
     from pipeline import materialise
     from pipeline.engines import engine_from, master_from
-    from pipeline.warehouse import Warehouse
 
     options = sql_options(None, rules)
     if split_segments is not None and split_segments < 1:
         raise UsageError("--split-segments must be at least 1")
+    if (wh := ingested_warehouse(warehouse)) is None:
+        return
     if engine_from(engine) == "spark":
         from pipeline.engines.spark_sql import build_on
 
-        results = build_on(
-            master_from(spark_master), Warehouse(warehouse), options=options, force=force
-        )
+        results = build_on(master_from(spark_master), wh, options=options, force=force)
     else:
         results = materialise.build(
-            Warehouse(warehouse),
+            wh,
             options=options,
             force=force,
             group_segments=split_segments,
@@ -133,7 +134,7 @@ def build(
     say_built(results)
     from pipeline import warehouse_db
 
-    err(warehouse_db.refresh(Warehouse(warehouse), options))
+    err(warehouse_db.refresh(wh, options))
 
 
 def register(app: typer.Typer) -> None:

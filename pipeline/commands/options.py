@@ -81,6 +81,21 @@ def existing_warehouse(path: Path) -> Warehouse:
     return wh
 
 
+def ingested_warehouse(path: Path) -> Warehouse | None:
+    """`existing_warehouse`, for a command with nothing to do before a first ingest (build,
+    diagnose): None, said in a line, where nothing was ingested yet (an empty directory, which
+    the reading commands take as an empty warehouse)."""
+    wh = existing_warehouse(path)
+    if wh.exists():
+        return wh
+    err(no_requests_yet(path))
+    return None
+
+
+def no_requests_yet(path: Path | str) -> str:
+    return f"{path} holds no requests yet: run `cacheaudit ingest FILE -w {path}`"
+
+
 def err(message: str) -> None:
     typer.echo(message, err=True)
 

@@ -74,7 +74,7 @@ def weekly(
     from pipeline import materialise
 
     wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
-    if not materialise.stored_views_current(wh, options):
+    if wh.exists() and not materialise.stored_views_current(wh, options):
         err(
             "note: views not built since the last ingest: each page computes them from its own"
             " days (docs/reports.md); `cacheaudit build` first gives figures from the whole"

@@ -15,6 +15,7 @@ from pipeline.commands.options import (
     WarehouseOpt,
     err,
     existing_warehouse,
+    no_requests_yet,
     sql_options,
 )
 from pipeline.errors import UsageError
@@ -229,7 +230,7 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
     data = dict(zip(rel.columns, rel.fetchall()[0], strict=True))
     ratio = data["hit_ratio"]
     if not data["requests"]:
-        err(f"{name} holds no requests yet: run `cacheaudit ingest FILE -w {name}`")
+        err(no_requests_yet(name))
     typer.echo(f"requests:            {data['requests']:,}")
     typer.echo(f"  usage unknown:     {data['requests_usage_unknown']:,}")
     ((rejected,),) = sqlmod.run(con, "SELECT count(*) FROM rejects").fetchall()

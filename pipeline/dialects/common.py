@@ -52,7 +52,8 @@ def loads_lenient(body: bytes) -> Any:
     Under load DeepSeek may also send SSE-style `: keep-alive` comment lines before a
     non-streamed body; those lines are dropped too.
     """
-    body = body.strip()
+    # A UTF-8 byte order mark (some Windows gateways send one): JSON lets a reader ignore it.
+    body = body.strip().removeprefix(b"\xef\xbb\xbf").lstrip()
     while body.startswith(b":"):
         nl = body.find(b"\n")
         body = body[nl + 1 :].lstrip() if nl >= 0 else b""
