@@ -29,7 +29,7 @@ import orjson
 import uvicorn
 
 from pipeline.capture.config import exposure_warning, parse_listen
-from pipeline.capture.proxy import _Server, bind, stderr_log, url_host
+from pipeline.capture.proxy import KEEP_ALIVE_SECONDS, _Server, bind, stderr_log, url_host
 from pipeline.capture.writer import CaptureWriter
 from pipeline.redact import REDACTED, is_secret_name, redact_query, redact_text, redact_url
 
@@ -255,6 +255,19 @@ def _status_proto(code: int, message: str) -> bytes:
     return bytes([0x08, code, 0x12]) + bytes(length) + text
 
 
+def server_config(app: OtlpReceiver) -> uvicorn.Config:
+    """The uvicorn configuration the receiver runs with. An exporter exports every few seconds
+    (OpenTelemetry's batch processors: 5 s, uvicorn's own keep-alive): its pooled connection
+    must not be closed under it (see KEEP_ALIVE_SECONDS)."""
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
+
+
 def serve(out_dir: Path, listen: str, *, log: Log = stderr_log) -> OtlpReceiver:
     """Receive spans until SIGINT/SIGTERM; returns the receiver (its counts)."""
     host, _ = parse_listen(listen)
@@ -269,7 +282,7 @@ def serve(out_dir: Path, listen: str, *, log: Log = stderr_log) -> OtlpReceiver:
         f"capture otlp: receiving OTLP/HTTP traces on http://{url_host(bound_host)}:{bound_port}"
         f"{TRACES_PATH}, writing to {out_dir} (Ctrl-C stops)"
     )
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    server = _Server(server_config(app))
     try:
         server.run(sockets=[sock])
     finally:

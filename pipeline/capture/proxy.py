@@ -453,6 +453,32 @@ def header_timeout_protocol(seconds: float) -> type[H11Protocol]:
     return HeaderTimeoutProtocol
 
 
+# How long an idle kept-alive client connection stays open. uvicorn's default, 5 s, is the idle
+# expiry of httpx's pool (the OpenAI and Anthropic Python SDKs'), and uvicorn's clock starts when
+# it sends a response, before the client has read it: a client reusing its connection just
+# under its own 5 s met a server closing that connection, its request was never read (the close
+# resets it), the client raised `httpx.ReadError` and nothing was recorded (~1 in 2,000 requests
+# under load, where the event loop lags). A client must always give up on an idle connection
+# first: this is longer than common clients' idle expiry (httpx 5 s, undici 4 s, aiohttp 15 s,
+# Go's and hyper's 90 s); an idle connection costs only a file descriptor.
+KEEP_ALIVE_SECONDS = 120
+
+
+def server_config(app: Any, *, grace_seconds: float, http: Any = "auto") -> uvicorn.Config:
+    """The uvicorn configuration the recording proxy runs with (`capture proxy`, `capture run`)."""
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        server_header=False,  # pass the upstream's own Server and Date headers through
+        date_header=False,
+        timeout_graceful_shutdown=max(1, round(grace_seconds)),
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        access_log=False,
+        http=http,
+    )
+
+
 def bind(listen: str) -> socket.socket:
     """A listening socket for `listen`; failures become a NetworkError with a hint."""
     host, port = parse_listen(listen)
@@ -569,14 +595,9 @@ def serve(
         log(f"capture: {where}{entry} -> {redact_url(route.url)}")
     log(f"capture: listening on http://{shown}:{bound_port}, writing to {out_dir} (Ctrl-C stops)")
     server = _Server(
-        uvicorn.Config(
+        server_config(
             app,
-            log_level="warning",
-            lifespan="on",
-            server_header=False,  # pass the upstream's own Server and Date headers through
-            date_header=False,
-            timeout_graceful_shutdown=max(1, round(grace_seconds)),
-            access_log=False,
+            grace_seconds=grace_seconds,
             http=header_timeout_protocol(app.options.header_timeout),
         )
     )

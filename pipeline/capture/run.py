@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-import uvicorn
-
 from pipeline.capture.config import ProxyConfig, UpstreamRoute, upstream_route
 from pipeline.capture.proxy import (
     CaptureProxy,
@@ -32,6 +30,7 @@ from pipeline.capture.proxy import (
     _Server,
     _UvicornLines,
     listening_socket,
+    server_config,
     stderr_log,
 )
 from pipeline.capture.writer import CaptureWriter
@@ -103,17 +102,7 @@ class _ProxyThread:
     which forwards them to the child)."""
 
     def __init__(self, app: CaptureProxy, sock: object, log: Log, grace: float) -> None:
-        self.server = _Server(
-            uvicorn.Config(
-                app,
-                log_level="warning",
-                lifespan="on",
-                server_header=False,
-                date_header=False,
-                timeout_graceful_shutdown=max(1, round(grace)),
-                access_log=False,
-            )
-        )
+        self.server = _Server(server_config(app, grace_seconds=grace))
         self.filter = _UvicornLines(self.server, log)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
