@@ -3,6 +3,9 @@
 -- output: the ten conversations per ISO week that lost the most tokens to cache breaks, with
 --   their agent, the cause that cost them most, and the diff excerpt of their costliest break
 --   (already redacted and short in cache_breaks). Cold starts cost nothing and are left out.
+--   The model is that of the costliest break (a conversation may switch models), the agent the
+--   first by name: never "any" row's, which followed the order of the stored files and so
+--   differed between a build after an ingest and a build from scratch of the same rows.
 --   tokens_lost sums the breaks whose loss is known; those with an unknown loss are counted
 --   beside it (breaks_tokens_unknown), never summed as 0.
 WITH source AS (
@@ -15,8 +18,8 @@ per_conversation AS (
     SELECT
         week,
         conversation_id,
-        any_value(agent)                                AS agent,
-        any_value(model)                                AS model,
+        min(agent)                                      AS agent,
+        min(model)                                      AS any_model,
         count(*)::BIGINT                                AS breaks,
         sum(tokens_lost)::BIGINT                        AS tokens_lost,
         count(*) FILTER (WHERE tokens_lost IS NULL)::BIGINT
@@ -26,7 +29,7 @@ per_conversation AS (
 ),
 
 costliest AS (
-    SELECT week, conversation_id, cause, change_class, changed_kind, excerpt, turn
+    SELECT week, conversation_id, cause, change_class, changed_kind, excerpt, turn, model
     FROM source
     QUALIFY row_number() OVER (
         PARTITION BY week, conversation_id
@@ -51,7 +54,7 @@ final AS (
         )::BIGINT                                       AS rank,
         p.conversation_id,
         p.agent,
-        p.model,
+        coalesce(c.model, p.any_model)                  AS model,
         p.breaks,
         p.tokens_lost,
         p.breaks_tokens_unknown,

@@ -298,3 +298,21 @@ def test_conversation_turns_split_input_into_read_and_miss_with_the_cause(con) -
         (2, 2000, 500, 1500, 896, "system_changed", "now: 10:01"),
         (3, None, None, None, None, None, None),  # usage unknown stays unknown
     ]
+
+
+def test_top_breaks_name_the_model_of_the_costliest_break_whatever_order_the_rows_are_read_in(
+    con,
+) -> None:
+    # M switched models: its expired break on gpt-4.1 lost 100 tokens, its model_changed break
+    # on gpt-5-mini 900, so the page names gpt-5-mini. Its agent is named by one break only.
+    # Stored by day after an ingest, or in one pass from scratch, the same rows come in
+    # another order: the row must not follow it.
+    cheap = ("m2", "M", 2, at("2026-11-24T08:00:00"), None, "gpt-4.1", "expired", 100)
+    costly = ("m3", "M", 3, at("2026-11-25T08:00:00"), "bot", "gpt-5-mini", "model_changed", 900)
+    got = []
+    for rows in ([cheap, costly], [costly, cheap]):
+        shadow(con, "cache_breaks", BREAK_COLUMNS, [(*r, None, None, None) for r in rows])
+        query = "SELECT agent, model, tokens_lost FROM report_top_breaks"
+        got.append(con.execute(query).fetchall())
+        con.execute("DROP TABLE temp.cache_breaks")
+    assert got == [[("bot", "gpt-5-mini", 1000)]] * 2
