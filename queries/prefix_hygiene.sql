@@ -11,7 +11,7 @@
 --                        its call, in the latest history of a conversation.
 WITH subjects AS (
     SELECT
-        c.request_id, c.conversation_id, c.turn,
+        c.request_id, c.conversation_id, c.turn, c.started_at,
         CASE WHEN c.agent IS NULL THEN 'conversation' ELSE 'agent' END  AS subject_kind,
         coalesce(c.agent, c.conversation_id)                            AS subject
     FROM conversations AS c
@@ -106,11 +106,15 @@ rewritten AS (
     GROUP BY subject_kind, subject
 ),
 
--- tool calls and results in the latest request of each conversation (its history has them all)
+-- tool calls and results in the latest request of each conversation (its history has them all);
+-- two requests at the same turn (a fork, a resend): the later started, then the higher
+-- request_id, so the pick does not depend on the order the stored files are read in
 latest AS (
     SELECT s.*
     FROM subjects AS s
-    QUALIFY row_number() OVER (PARTITION BY conversation_id ORDER BY turn DESC) = 1
+    QUALIFY row_number() OVER (
+        PARTITION BY conversation_id ORDER BY turn DESC, started_at DESC NULLS LAST, request_id DESC
+    ) = 1
 ),
 
 -- only segments that can hold a tool call or result: filtered before deduplicating (as view

@@ -19,7 +19,14 @@ BREAK_COLUMNS = (
     " tokens_lost BIGINT, change_class VARCHAR, changed_kind VARCHAR, changed_position INTEGER,"
     " excerpt VARCHAR"
 )
-CONVERSATION_COLUMNS = "request_id VARCHAR, conversation_id VARCHAR, turn INTEGER, agent VARCHAR"
+CONVERSATION_COLUMNS = (
+    "request_id VARCHAR, conversation_id VARCHAR, turn INTEGER, agent VARCHAR,"
+    " started_at TIMESTAMPTZ"
+)
+SEGMENT_COLUMNS = (
+    "request_id VARCHAR, position INTEGER, kind VARCHAR, role VARCHAR, segment_hash BIGINT"
+)
+AT = "2026-11-23 10:00:00+00"
 
 
 @pytest.fixture
@@ -51,7 +58,7 @@ def breaks(cause: str, change_class: str, kind: str) -> list[tuple]:
 
 
 def conversations(rows: list[tuple]) -> list[tuple]:
-    return [(r[0], r[1], r[2], r[3]) for r in rows]
+    return [(r[0], r[1], r[2], r[3], AT) for r in rows]
 
 
 @pytest.mark.parametrize(
@@ -89,7 +96,7 @@ def test_breaks_whose_loss_is_unknown_still_give_an_example(con) -> None:
 def test_tied_orphan_tool_calls_give_one_example_row_in_any_row_order(con) -> None:
     # Two conversations of agent `bot`, each latest request with an orphan tool call at
     # position 2: the example is the lower request_id's, all columns from its row.
-    convs = [("q-b", "c-1", 1, "bot"), ("q-a", "c-2", 1, "bot")]
+    convs = [("q-b", "c-1", 1, "bot", AT), ("q-a", "c-2", 1, "bot", AT)]
     segments = [("q-b", 2, "message", "assistant", 11), ("q-a", 2, "message", "assistant", 22)]
     content = [
         (11, '{"role": "assistant", "tool_calls": [{"id": "call_1"}], "content": "from q-b"}'),
@@ -99,12 +106,7 @@ def test_tied_orphan_tool_calls_give_one_example_row_in_any_row_order(con) -> No
     for flip in (False, True):
         shadow(con, "cache_breaks", BREAK_COLUMNS, [])
         shadow(con, "conversations", CONVERSATION_COLUMNS, convs[::-1] if flip else convs)
-        shadow(
-            con,
-            "segments",
-            "request_id VARCHAR, position INTEGER, kind VARCHAR, role VARCHAR, segment_hash BIGINT",
-            segments[::-1] if flip else segments,
-        )
+        shadow(con, "segments", SEGMENT_COLUMNS, segments[::-1] if flip else segments)
         shadow(
             con,
             "raw_segment_content",
@@ -116,3 +118,31 @@ def test_tied_orphan_tool_calls_give_one_example_row_in_any_row_order(con) -> No
     ((row,),) = seen
     assert row[:3] == ("q-a", "c-2", 2)
     assert "from q-a" in row[3]
+
+
+def test_the_latest_request_of_a_conversation_with_two_at_its_last_turn_is_the_later_one(
+    con,
+) -> None:
+    # A fork: two requests at turn 2 of one conversation. The later (f-early sorts after
+    # f-late by id, so neither id order nor row order can stand in for time) has a tool call
+    # without its result; the earlier has none. The finding must not depend on the row order.
+    convs = [
+        ("f-root", "c-1", 1, "bot", "2026-11-23 10:00:00+00"),
+        ("f-late", "c-1", 2, "bot", "2026-11-23 10:05:00+00"),
+        ("f-early", "c-1", 2, "bot", "2026-11-23 10:01:00+00"),
+    ]
+    segments = [("f-late", 2, "message", "assistant", 33), ("f-early", 2, "message", "user", 44)]
+    content = [
+        (33, '{"role": "assistant", "tool_calls": [{"id": "call_7"}], "content": "late"}'),
+        (44, '{"role": "user", "content": "no tool_call here"}'),
+    ]
+    seen = set()
+    for flip in (False, True):
+        shadow(con, "cache_breaks", BREAK_COLUMNS, [])
+        shadow(con, "conversations", CONVERSATION_COLUMNS, convs[::-1] if flip else convs)
+        shadow(con, "segments", SEGMENT_COLUMNS, segments[::-1] if flip else segments)
+        shadow(con, "raw_segment_content", "segment_hash BIGINT, content VARCHAR", content)
+        seen.add(tuple(con.execute(EXAMPLE, ["orphan_tool_call"]).fetchall()))
+    assert len(seen) == 1
+    ((row,),) = seen
+    assert row[:3] == ("f-late", "c-1", 2)
