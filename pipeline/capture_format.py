@@ -6,6 +6,7 @@ hand us a capture written by something else)."""
 from __future__ import annotations
 
 import base64
+import re
 from datetime import UTC, datetime
 from math import inf
 from typing import Any
@@ -147,7 +148,10 @@ def parse_timestamp(value: Any, name: str = "started_at") -> datetime:
     try:
         ts = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise RecordError(f"{name} is not a timestamp: {cut_text(value, 40)!r}") from exc
+        leap = _leap_second(text)
+        if leap is None:
+            raise RecordError(f"{name} is not a timestamp: {cut_text(value, 40)!r}") from exc
+        ts = leap
     if ts.tzinfo is None:
         raise RecordError(
             f"{name} has no time zone: {cut_text(value, 40)!r}"
@@ -157,6 +161,31 @@ def parse_timestamp(value: Any, name: str = "started_at") -> datetime:
         return ts.astimezone(UTC)
     except OverflowError:  # year 1 with a positive offset, year 9999 with a negative one
         raise RecordError(f"{name} is out of range: {cut_text(value, 40)!r}") from None
+
+
+# `23:59:60`, its fraction and what follows (the offset); RFC 3339 allows second 60 there.
+_LEAP_SECOND = re.compile(r"(.+[Tt ]\d\d:\d\d:)60(?:[.,]\d*)?(.*)")
+
+
+def _leap_second(text: str) -> datetime | None:
+    """A leap second (`2016-12-31T23:59:60Z`, or its local time with an offset) as the last
+    microsecond before it, 23:59:59.999999 UTC: the request stays on its UTC day and after every
+    request of the second before (Python's datetime has no second 60). None when `text` is no
+    such time: a second 60 anywhere but the last minute of a UTC day is not one."""
+    match = _LEAP_SECOND.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        ts = datetime.fromisoformat(f"{match.group(1)}59{match.group(2)}")
+    except ValueError:
+        return None
+    if ts.tzinfo is None:
+        return ts  # refused below for its missing zone, the reason that applies
+    try:
+        utc = ts.astimezone(UTC)
+    except OverflowError:
+        return None
+    return utc.replace(microsecond=999_999) if (utc.hour, utc.minute) == (23, 59) else None
 
 
 # No exchange lasts a day: a proxy, an SDK and a provider all time out long before. A longer

@@ -19,7 +19,16 @@ from pipeline import providers
 from pipeline.dialects import DIALECTS
 from pipeline.dialects.common import header
 from pipeline.dialects.fields import consistent, within_range
-from pipeline.records import HTTP_STATUSES, Exchange, RequestInfo, ResponseInfo, Segment, Usage
+from pipeline.records import (
+    EARLIEST_START,
+    HTTP_STATUSES,
+    STARTS_END,
+    Exchange,
+    RequestInfo,
+    ResponseInfo,
+    Segment,
+    Usage,
+)
 from pipeline.redact import account_label, redact_text, without_keys
 from pipeline.streams import is_stream_body
 
@@ -229,6 +238,7 @@ def normalise(
 def _normalise(
     exchange: Exchange, request_id: str, rules: list[providers.UserRule] | None
 ) -> Normalised:
+    _check_start(exchange)
     if exchange.span is not None:
         from pipeline.otel import normalise_span  # spans carry usage, not HTTP bodies
 
@@ -332,6 +342,19 @@ def _response(
         response.outcome = "interrupted"
         response.error_message = response.error_message or exchange.capture_error
     return response
+
+
+def _check_start(exchange: Exchange) -> None:
+    """Refuse a start outside the years a request can have (records.EARLIEST_START): such a
+    row would sit in a week of its own, and a date at the end of the calendar (9999-12-31) made
+    every later report, summary and findings of a period fail."""
+    started = exchange.started_at
+    if started is not None and not EARLIEST_START <= started < STARTS_END:
+        raise RejectRecord(
+            f"start time {started.isoformat()} is not a time a request was sent"
+            f" (before {EARLIEST_START:%Y} or after {STARTS_END.year - 1}: a placeholder,"
+            " a broken clock or a unit mistake)"
+        )
 
 
 def _check_types(exchange: Exchange) -> None:

@@ -43,8 +43,11 @@ class Period:
     last: date
 
     def read_days(self, margin_days: int) -> Period:
-        """The days a period read registers: the period and the margin before it."""
-        return Period(self.first - timedelta(days=margin_days), self.last)
+        """The days a period read registers: the period and the margin before it (from the
+        calendar's first day at most: `--since 0001-01-01` means from the first request)."""
+        margin = timedelta(days=margin_days)
+        first = self.first - margin if self.first - date.min >= margin else date.min
+        return Period(first, self.last)
 
     @property
     def start(self) -> datetime:
@@ -52,7 +55,10 @@ class Period:
 
     @property
     def end(self) -> datetime:
-        """The first instant after the period."""
+        """The first instant after the period; for a period to the calendar's last day
+        (`--until 9999-12-31`, "everything"), that day's last instant, since none follows it."""
+        if self.last == date.max:
+            return datetime.max.replace(tzinfo=UTC)
         return datetime.combine(self.last + timedelta(days=1), time(), tzinfo=UTC)
 
     def holds(self, day: date) -> bool:

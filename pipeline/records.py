@@ -8,10 +8,17 @@ bytes into `RequestInfo` / `ResponseInfo`; `normalise` joins them into a `Reques
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 HTTP_STATUSES = range(100, 600)  # RFC 9110, section 15: three digits, 1xx to 5xx
+
+# The starts a request can have: no LLM API answered before 2000 (the OTLP reader's bound too),
+# and a start past 2099 is a clock gone wrong. Outside them a start is a placeholder
+# (0001-01-01, 9999-12-31), a broken clock or a unit mistake; and at the ends of what a date can
+# hold, the week and the margin of days before it that every report reads cannot be computed.
+EARLIEST_START = datetime(2000, 1, 1, tzinfo=UTC)
+STARTS_END = datetime(2100, 1, 1, tzinfo=UTC)  # exclusive
 
 
 @dataclass(slots=True)

@@ -32,17 +32,25 @@ def period_bound(value: str | None, flag: str) -> datetime | None:
     if value is None:
         return None
     try:
-        if len(value) == 10:
+        if "T" not in value.upper() and " " not in value:  # a day: 2026-12-31, 20261231
             day = date.fromisoformat(value)
             start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-            return start + timedelta(days=1) if flag == "--until" else start
+            if flag != "--until":
+                return start
+            # `--until 9999-12-31` is "everything": no instant follows that day
+            return None if day == date.max else start + timedelta(days=1)
         instant = datetime.fromisoformat(value)
     except ValueError:
         raise UsageError(
             f"{flag} {value!r} is not a date or an instant",
             hint="write YYYY-MM-DD (a whole day, UTC) or YYYY-MM-DDTHH:MM:SS",
         ) from None
-    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+    if instant.tzinfo is None:
+        return instant.replace(tzinfo=UTC)
+    try:
+        return instant.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the first day a date can hold
+        raise UsageError(f"{flag} {value!r} is out of range", hint="write it in UTC") from None
 
 
 def findings(

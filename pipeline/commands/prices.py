@@ -56,11 +56,23 @@ def _parse_at(text: str | None) -> datetime:
     return value
 
 
+def _utc(v: datetime, *, seconds: bool = False) -> str:
+    """An instant in UTC to the minute (`2027-01-01T00:00Z`), with its seconds (always with
+    `seconds`) and microseconds where it has them: a row starting at 00:00:30, or an instant
+    asked for a microsecond before a change, never prints as the minute or second before it."""
+    text = v.strftime("%Y-%m-%dT%H:%M")
+    if seconds or v.second or v.microsecond:
+        text += f":{v.second:02d}"
+    if v.microsecond:
+        text += f".{v.microsecond:06d}"
+    return text + "Z"
+
+
 def _row_cells(row: Any) -> tuple[Any, ...]:
     from pipeline.prices.rows import ALL_PRICES
 
     def ts(v: datetime | None) -> str:
-        return v.strftime("%Y-%m-%dT%H:%MZ") if v else ""
+        return _utc(v) if v else ""
 
     return (
         row.place.row_id,
@@ -184,7 +196,7 @@ def register(app: typer.Typer) -> None:
                     f" name, which wins over alias {skipped.place.row_id}:"
                     f" {skipped.alias} -> {skipped.model})"
                 )
-            typer.echo(f"{res.provider}/{res.model}{alias} at {when:%Y-%m-%dT%H:%M:%SZ}")
+            typer.echo(f"{res.provider}/{res.model}{alias} at {_utc(when, seconds=True)}")
             picked = resolve.pick(loaded, res, when, prompt_tokens)
             by_size = _rows_by_prompt_size(rows, picked, when, prompt_tokens)
             cells = [
@@ -210,7 +222,7 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"  {row.place.row_id}: {row.notes}")
         if not shown:
             raise DataError(
-                f"no price row in force for {model!r} at {when:%Y-%m-%dT%H:%M:%SZ}",
+                f"no price row in force for {model!r} at {_utc(when, seconds=True)}",
                 hint=f"`cacheaudit prices list --model {model.split('/')[-1]}` shows every"
                 " interval; a request at this instant is unpriced",
             )

@@ -30,8 +30,9 @@ from pipeline.reports.data import (
     view_exists,
 )
 from pipeline.reports.index import render_index
+from pipeline.reports.section import count
 from pipeline.reports.sections import findings, hygiene, weekly_modules, weekly_views
-from pipeline.reports.stamp import week_stamp
+from pipeline.reports.stamp import stored_views, week_stamp
 from pipeline.reports.weeks import IsoWeek, weeks_between
 from pipeline.warehouse import Warehouse
 
@@ -111,7 +112,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def _subtitle(week: IsoWeek, headline: Row) -> str:
     span = f"{week.monday:%a %d %b %Y} to {week.sunday:%a %d %b %Y} (UTC)"
-    return f"{span} · {headline['requests']:,} requests"
+    return f"{span} · {count(int(headline['requests']), 'request')}"
 
 
 def _price_digest(data: WeekData) -> str | None:
@@ -228,7 +229,8 @@ def generate_weekly(
     weeks = _select(selection, {IsoWeek.of(d) for d in days_with_requests(wh)})
     manifest = _load_manifest(out_dir)
     result = WeeklyResult()
-    stamps = {w: week_stamp(wh, w, options) for w in weeks}
+    stored = stored_views(wh, options)
+    stamps = {w: week_stamp(wh, w, options, stored) for w in weeks}
     todo = []
     for week in weeks:
         entry = manifest.get(week.label, {})

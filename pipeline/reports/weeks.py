@@ -9,7 +9,9 @@ from datetime import date, timedelta
 
 from pipeline.errors import UsageError
 
-_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+# ISO 8601's extended (2026-W53) and basic (2026W53) forms; `w` as well as `W`, as times take
+# `z` as well as `Z`.
+_WEEK = re.compile(r"^(\d{4})-?[Ww](\d{2})$")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -25,7 +27,7 @@ class IsoWeek:
         try:
             return cls(date.fromisocalendar(year, week, 1))
         except ValueError:
-            raise UsageError(f"{text!r} is not a week of {year}") from None
+            raise UsageError(f"{text!r} is not a week of {year}", hint=_weeks_of(year)) from None
 
     @classmethod
     def of(cls, day: date) -> IsoWeek:
@@ -38,10 +40,20 @@ class IsoWeek:
     @property
     def label(self) -> str:
         year, week, _ = self.monday.isocalendar()
-        return f"{year}-W{week:02d}"
+        return f"{year:04d}-W{week:02d}"
 
     def __str__(self) -> str:
         return self.label
+
+
+def _weeks_of(year: int) -> str | None:
+    """`2026 has weeks W01 to W53`: how many ISO weeks a year has (52, or 53 when it has a
+    Thursday 53 weeks in; December 28 is always in the last week)."""
+    try:
+        last = date(year, 12, 28).isocalendar().week
+    except ValueError:  # year 0
+        return None
+    return f"{year} has weeks W01 to W{last:02d}"
 
 
 def weeks_between(since: date, until: date, among: Iterable[IsoWeek]) -> list[IsoWeek]:
