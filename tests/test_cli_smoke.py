@@ -116,7 +116,7 @@ def test_summary_prints_output_tokens_with_the_requests_whose_output_is_unknown(
     ]  # fmt: skip
     stdout = _summary(cli, warehouse, rows)
     assert "  usage unknown:     0\n" in stdout
-    assert "output tokens:       40 (1 requests with unknown output excluded)\n" in stdout
+    assert "output tokens:       40 (1 request with unknown output excluded)\n" in stdout
 
 
 def test_summary_says_how_many_priced_requests_have_unknown_savings_or_left_on_the_table(

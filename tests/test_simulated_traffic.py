@@ -38,13 +38,13 @@ def test_summary_says_the_simulated_requests_cost_is_no_bill(cli, tmp_path: Path
     result = cli("summary", "-w", str(tmp_path / "wh"))
     assert result.returncode == 0, result.stderr
     assert (
-        "  simulated:         1 requests answered by the cacheaudit simulator (`simulate serve`):"
+        "  simulated:         1 request answered by the cacheaudit simulator (`simulate serve`):"
         " their cost is what the provider would charge, not a bill" in result.stdout
     )
     grouped = cli("summary", "--by", "day", "-w", str(tmp_path / "wh"), "--format", "json")
     assert [r["requests_simulated"] for r in json.loads(grouped.stdout)] == [1]
     table_out = cli("summary", "--by", "day", "-w", str(tmp_path / "wh"))
-    assert "simulated: 1 requests answered by the cacheaudit simulator" in table_out.stderr
+    assert "simulated: 1 request answered by the cacheaudit simulator" in table_out.stderr
 
 
 def test_summary_of_real_traffic_says_nothing_of_the_simulator(cli, tmp_path: Path) -> None:

@@ -133,7 +133,7 @@ def _grouped(
         )
     simulated = sum(r["requests_simulated"] for r in rows)
     if simulated:
-        err(f"simulated: {simulated:,} requests {SIMULATED_NOTE}")
+        err(f"simulated: {_requests(simulated)} {SIMULATED_NOTE}")
 
 
 def _count(value: int | None) -> str:
@@ -245,7 +245,7 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
     input_unknown = data["requests_input_unknown"]
     input_line = _known_sum(data["input_tokens"], input_unknown, "input")
     if data["input_tokens"] is not None and input_unknown:
-        input_line += f" ({input_unknown:,} requests with unknown input excluded)"
+        input_line += f" ({_requests(input_unknown)} with unknown input excluded)"
     typer.echo(f"input tokens:        {input_line}")
     read = _known_sum(
         data["cache_read_tokens"], data["requests_excluded_from_ratio"], "input or cache read"
@@ -254,13 +254,13 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
     typer.echo(
         "hit ratio:           "
         + (share(ratio) if ratio is not None else "n/a")
-        + f" (token-weighted; {data['requests_excluded_from_ratio']:,} requests with unknown"
+        + f" (token-weighted; {_requests(data['requests_excluded_from_ratio'])} with unknown"
         " input or read excluded)"
     )
     output_unknown = data["requests_output_unknown"]
     output_line = _known_sum(data["output_tokens"], output_unknown, "output")
     if data["output_tokens"] is not None and output_unknown:
-        output_line += f" ({output_unknown:,} requests with unknown output excluded)"
+        output_line += f" ({_requests(output_unknown)} with unknown output excluded)"
     typer.echo(f"output tokens:       {output_line}")
     costs = sqlmod.run(con, "SELECT * FROM cost_summary ORDER BY currency NULLS LAST")
     unpriced = None
@@ -277,17 +277,21 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
         )
     if unpriced is not None and unpriced["requests_unpriced"]:
         typer.echo(
-            f"  unpriced:          {unpriced['requests_unpriced']:,} requests whose cost is"
+            f"  unpriced:          {_requests(unpriced['requests_unpriced'])} whose cost is"
             " unknown, not 0:"
         )
         for reason in reasons_in_words(unpriced["unpriced_reasons"]):
             typer.echo(f"                     {reason}")
     if data["requests_simulated"]:
-        typer.echo(f"  simulated:         {data['requests_simulated']:,} requests {SIMULATED_NOTE}")
+        typer.echo(f"  simulated:         {_requests(data['requests_simulated'])} {SIMULATED_NOTE}")
     from pipeline.findings import summary_lines
 
     for line in summary_lines(con):
         typer.echo(line)
+
+
+def _requests(count: int) -> str:
+    return f"{count:,} request" if count == 1 else f"{count:,} requests"
 
 
 def _amount(value: float | None) -> str:
@@ -318,4 +322,4 @@ def _known_sum(total: int | None, unknown_rows: int, what: str) -> str:
         return f"{total:,}"
     if not unknown_rows:
         return "n/a (no requests)"
-    return f"unknown ({unknown_rows:,} requests with {what} unknown)"
+    return f"unknown ({_requests(unknown_rows)} with {what} unknown)"
