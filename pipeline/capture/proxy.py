@@ -156,7 +156,11 @@ class CaptureProxy:
         o = self.options
         return httpx.AsyncClient(
             timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout, pool=None),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=200),
+            limits=httpx.Limits(
+                max_connections=None,
+                max_keepalive_connections=200,
+                keepalive_expiry=UPSTREAM_IDLE_SECONDS,
+            ),
             follow_redirects=False,  # the client sees redirects, as it would without us
             cookies=http.cookiejar.CookieJar(policy=_NoCookies()),
         )
@@ -462,6 +466,13 @@ def header_timeout_protocol(seconds: float) -> type[H11Protocol]:
 # first: this is longer than common clients' idle expiry (httpx 5 s, undici 4 s, aiohttp 15 s,
 # Go's and hyper's 90 s); an idle connection costs only a file descriptor.
 KEEP_ALIVE_SECONDS = 120
+
+
+# How long the proxy keeps an idle upstream connection for reuse: under the 5 s keep-alive of
+# upstreams served by uvicorn (vLLM, SGLang, `simulate serve`) and Node (5 s), so the proxy gives
+# up on a connection before such a server closes it (the race KEEP_ALIVE_SECONDS avoids on the
+# client side; here it would answer the client 502 for a request the upstream never read).
+UPSTREAM_IDLE_SECONDS = 4.0
 
 
 def server_config(app: Any, *, grace_seconds: float, http: Any = "auto") -> uvicorn.Config:

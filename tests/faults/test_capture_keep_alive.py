@@ -114,3 +114,34 @@ def test_the_keep_alive_outlasts_the_longest_common_client_idle_expiry() -> None
     # Go's net/http and Rust's hyper (reqwest) keep an idle connection 90 s, the longest of
     # the clients LLM tools are built on (httpx 5 s, undici 4 s, aiohttp 15 s).
     assert proxy.KEEP_ALIVE_SECONDS > 90
+
+
+def test_the_proxy_drops_an_idle_upstream_connection_before_a_5_second_server_would(
+    tmp_path: Path,
+) -> None:
+    # uvicorn (vLLM, SGLang) and Node close a connection idle 5 s: the proxy must not reuse one
+    # that old, or a request can meet the server's close unread (502 to the client). A request
+    # 4.5 s after the last must reach the upstream on a new connection (the upstream sees
+    # another client port); with httpx's default 5 s expiry it came on the old one.
+    ports: list[int] = []
+
+    async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            ports.append(scope["client"][1])
+        await _upstream(scope, receive, send)
+
+    writer = CaptureWriter(tmp_path / "capture")
+    app = CaptureProxy(ProxyConfig(), writer, ProxyOptions(), log=lambda _line: None)
+    try:
+        with serving(upstream) as up:
+            app.config.routes.append(UpstreamRoute(url=up.url))
+            with serving(app) as server:
+                url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
+                assert httpx.post(url, content=BODY).status_code == 200
+                assert httpx.post(url, content=BODY).status_code == 200  # at once: reused
+                time.sleep(proxy.UPSTREAM_IDLE_SECONDS + 0.5)
+                assert httpx.post(url, content=BODY).status_code == 200
+        assert ports[0] == ports[1] != ports[2]
+        assert writer.records == 3
+    finally:
+        writer.close()
