@@ -217,6 +217,18 @@ def test_a_week_the_year_does_not_have_says_how_many_weeks_it_has(text: str, hin
     assert caught.value.hint == hint
 
 
+def test_a_misspelt_week_is_the_first_thing_report_weekly_says(cli, tmp_path: Path) -> None:
+    # it came after a note about unbuilt views, as if the views were the problem
+    wh = tmp_path / "wh"
+    _ingest(wh, "a.jsonl", [_line("2026-12-28T10:00:00Z", "r1", "s1", 1, chat_usage(1500, 0))])
+    done = cli("report", "weekly", "--week", "2026-W54", "-w", str(wh), "-o", str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: '2026-W54' is not a week of 2026",
+        "hint: 2026 has weeks W01 to W53",
+    ]
+
+
 def test_a_week_label_writes_its_year_with_four_digits() -> None:
     assert IsoWeek(date(1, 1, 1)).label == "0001-W01"
 

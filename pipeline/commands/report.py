@@ -73,6 +73,7 @@ def weekly(
     )
     from pipeline import materialise
 
+    selection.check()
     wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
     if wh.exists() and not materialise.stored_views_current(wh, options):
         err(

@@ -56,6 +56,8 @@ class WeekSelection:
             raise UsageError("use one of --week, --since/--until, --all")
         if ranged and (self.since is None or self.until is None):
             raise UsageError("--since and --until go together")
+        if self.week is not None:
+            IsoWeek.parse(self.week)  # a misspelt week is said before anything else
 
 
 @dataclass(slots=True)
