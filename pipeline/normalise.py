@@ -152,7 +152,7 @@ def _chunk_times(
     if None not in times:  # the usual case: every time known, in order, within the exchange
         ordered = cast("list[float]", times)
         if low <= ordered[0] and ordered[-1] <= high and all(map(le, ordered, ordered[1:])):
-            return times
+            return _within(times, first, end, ordered[0], ordered[-1])
     known = [t if t is not None and low <= t <= high else None for t in times]
     out = known[:]
     latest = -inf
@@ -168,7 +168,23 @@ def _chunk_times(
             if t > earliest:
                 out[i] = None
             earliest = min(earliest, t)
-    return out
+    known_times = [t for t in out if t is not None]
+    if not known_times:
+        return out
+    return _within(out, first, end, min(known_times), max(known_times))
+
+
+def _within(
+    times: list[float | None], first: float | None, end: float | None, lowest: float, highest: float
+) -> list[float | None]:
+    """The chunk times, those read within rounding before the first byte or after the end put at
+    it: a row's timings stay in order (a first token 1e-151 ms after an end of 0 read as after it).
+    `lowest` and `highest`: the earliest and latest known time, so the usual case costs nothing."""
+    floor = -inf if first is None else first
+    ceiling = inf if end is None else end
+    if floor <= lowest and highest <= ceiling:
+        return times
+    return [None if t is None else min(max(t, floor), ceiling) for t in times]
 
 
 def _arrival_ms(
