@@ -93,6 +93,20 @@ def test_breaks_whose_loss_is_unknown_still_give_an_example(con) -> None:
     assert got == [("req-y", "conv-3", 6, "y")]
 
 
+def _orphan_call_examples_in_both_row_orders(
+    con, convs: list[tuple], segments: list[tuple], content: list[tuple]
+) -> set[tuple]:
+    """The orphan_tool_call examples prefix_hygiene gives with the rows in order and reversed."""
+    seen = set()
+    for rows in (lambda r: r, lambda r: r[::-1]):
+        shadow(con, "cache_breaks", BREAK_COLUMNS, [])
+        shadow(con, "conversations", CONVERSATION_COLUMNS, rows(convs))
+        shadow(con, "segments", SEGMENT_COLUMNS, rows(segments))
+        shadow(con, "raw_segment_content", "segment_hash BIGINT, content VARCHAR", rows(content))
+        seen.add(tuple(con.execute(EXAMPLE, ["orphan_tool_call"]).fetchall()))
+    return seen
+
+
 def test_tied_orphan_tool_calls_give_one_example_row_in_any_row_order(con) -> None:
     # Two conversations of agent `bot`, each latest request with an orphan tool call at
     # position 2: the example is the lower request_id's, all columns from its row.
@@ -102,18 +116,7 @@ def test_tied_orphan_tool_calls_give_one_example_row_in_any_row_order(con) -> No
         (11, '{"role": "assistant", "tool_calls": [{"id": "call_1"}], "content": "from q-b"}'),
         (22, '{"role": "assistant", "tool_calls": [{"id": "call_9"}], "content": "from q-a"}'),
     ]
-    seen = set()
-    for flip in (False, True):
-        shadow(con, "cache_breaks", BREAK_COLUMNS, [])
-        shadow(con, "conversations", CONVERSATION_COLUMNS, convs[::-1] if flip else convs)
-        shadow(con, "segments", SEGMENT_COLUMNS, segments[::-1] if flip else segments)
-        shadow(
-            con,
-            "raw_segment_content",
-            "segment_hash BIGINT, content VARCHAR",
-            content[::-1] if flip else content,
-        )
-        seen.add(tuple(con.execute(EXAMPLE, ["orphan_tool_call"]).fetchall()))
+    seen = _orphan_call_examples_in_both_row_orders(con, convs, segments, content)
     assert len(seen) == 1
     ((row,),) = seen
     assert row[:3] == ("q-a", "c-2", 2)
@@ -136,13 +139,7 @@ def test_the_latest_request_of_a_conversation_with_two_at_its_last_turn_is_the_l
         (33, '{"role": "assistant", "tool_calls": [{"id": "call_7"}], "content": "late"}'),
         (44, '{"role": "user", "content": "no tool_call here"}'),
     ]
-    seen = set()
-    for flip in (False, True):
-        shadow(con, "cache_breaks", BREAK_COLUMNS, [])
-        shadow(con, "conversations", CONVERSATION_COLUMNS, convs[::-1] if flip else convs)
-        shadow(con, "segments", SEGMENT_COLUMNS, segments[::-1] if flip else segments)
-        shadow(con, "raw_segment_content", "segment_hash BIGINT, content VARCHAR", content)
-        seen.add(tuple(con.execute(EXAMPLE, ["orphan_tool_call"]).fetchall()))
+    seen = _orphan_call_examples_in_both_row_orders(con, convs, segments, content)
     assert len(seen) == 1
     ((row,),) = seen
     assert row[:3] == ("f-late", "c-1", 2)

@@ -363,7 +363,10 @@ class CaptureProxy:
                 await response.aclose()
 
     def _claim(self, rec: ExchangeRecorder) -> bool:
-        """True the first time a record is to be written, False after (exactly once)."""
+        """True the first time a record is to be written, False after (exactly once). An
+        exchange cancelled without a reason recorded is finished as interrupted first."""
+        if rec.outcome is None:
+            rec.finish(INTERRUPTED, "exchange cancelled")
         with self._emit_lock:
             if rec.emitted:
                 return False
@@ -375,16 +378,11 @@ class CaptureProxy:
         MB of it, which on the event loop paused every other stream for as long. The exchange
         waits for it (its record is on disk before its client sees the end); a cancel meanwhile
         leaves the thread to finish, and the record, claimed, is not written again."""
-        if rec.outcome is None:
-            rec.finish(INTERRUPTED, "exchange cancelled")
-        if not self._claim(rec):
-            return True
-        await asyncio.to_thread(self._write, rec)
+        if self._claim(rec):
+            await asyncio.to_thread(self._write, rec)
         return True
 
     def _emit(self, rec: ExchangeRecorder) -> bool:
-        if rec.outcome is None:  # cancelled without a reason recorded
-            rec.finish(INTERRUPTED, "exchange cancelled")
         if self._claim(rec):
             self._write(rec)
         return True

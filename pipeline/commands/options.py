@@ -7,6 +7,7 @@ the CLI runs as `python -m pipeline.cli` that module is `__main__`, and importin
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -94,6 +95,18 @@ def ingested_warehouse(path: Path) -> Warehouse | None:
 
 def no_requests_yet(path: Path | str) -> str:
     return f"{path} holds no requests yet: run `cacheaudit ingest FILE -w {path}`"
+
+
+def day_option(value: str | None, flag: str) -> date | None:
+    """A `--since` / `--until` day (YYYY-MM-DD, a whole UTC day), or None when not given."""
+    from pipeline.errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{flag} {value!r} is not a date", hint="write YYYY-MM-DD") from None
 
 
 def err(message: str) -> None:

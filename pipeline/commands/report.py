@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +12,7 @@ from pipeline.commands.options import (
     PricesOpt,
     RulesOpt,
     WarehouseOpt,
+    day_option,
     err,
     existing_warehouse,
     sql_options,
@@ -26,17 +26,6 @@ OutOpt = Annotated[
         help="Output directory (default: $CACHEAUDIT_REPORTS_DIR, else reports/out).",
     ),
 ]
-
-
-def _date(value: str | None, flag: str) -> date | None:
-    from pipeline.errors import UsageError
-
-    if value is None:
-        return None
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise UsageError(f"{flag} {value!r} is not a date", hint="write YYYY-MM-DD") from None
 
 
 def weekly(
@@ -67,8 +56,8 @@ def weekly(
 
     selection = WeekSelection(
         week=week,
-        since=_date(since, "--since"),
-        until=_date(until, "--until"),
+        since=day_option(since, "--since"),
+        until=day_option(until, "--until"),
         all_weeks=all_weeks,
     )
     from pipeline import materialise

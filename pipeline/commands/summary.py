@@ -13,12 +13,14 @@ from pipeline.commands.options import (
     PricesOpt,
     RulesOpt,
     WarehouseOpt,
+    day_option,
     err,
     existing_warehouse,
     no_requests_yet,
     sql_options,
 )
 from pipeline.errors import UsageError
+from pipeline.reports.numbers import count
 
 SIMULATED_NOTE = (
     "answered by the cacheaudit simulator (`simulate serve`): their cost is what the provider"
@@ -76,18 +78,9 @@ def summary(
     wh = existing_warehouse(warehouse)
     options = sql_options(prices, rules)
     if by is not None:
-        _grouped(wh, by, _day(since, "--since"), _day(until, "--until"), fmt, options)
+        _grouped(wh, by, day_option(since, "--since"), day_option(until, "--until"), fmt, options)
     else:
         _headline(wh, fmt, options, str(warehouse))
-
-
-def _day(value: str | None, flag: str) -> date | None:
-    if value is None:
-        return None
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise UsageError(f"{flag} {value!r} is not a date", hint="write YYYY-MM-DD") from None
 
 
 def _grouped(
@@ -133,7 +126,7 @@ def _grouped(
         )
     simulated = sum(r["requests_simulated"] for r in rows)
     if simulated:
-        err(f"simulated: {_requests(simulated)} {SIMULATED_NOTE}")
+        err(f"simulated: {count(simulated, 'request')} {SIMULATED_NOTE}")
 
 
 def _count(value: int | None) -> str:
@@ -245,7 +238,7 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
     input_unknown = data["requests_input_unknown"]
     input_line = _known_sum(data["input_tokens"], input_unknown, "input")
     if data["input_tokens"] is not None and input_unknown:
-        input_line += f" ({_requests(input_unknown)} with unknown input excluded)"
+        input_line += f" ({count(input_unknown, 'request')} with unknown input excluded)"
     typer.echo(f"input tokens:        {input_line}")
     read = _known_sum(
         data["cache_read_tokens"], data["requests_excluded_from_ratio"], "input or cache read"
@@ -254,13 +247,13 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
     typer.echo(
         "hit ratio:           "
         + (share(ratio) if ratio is not None else "n/a")
-        + f" (token-weighted; {_requests(data['requests_excluded_from_ratio'])} with unknown"
+        + f" (token-weighted; {count(data['requests_excluded_from_ratio'], 'request')} with unknown"
         " input or read excluded)"
     )
     output_unknown = data["requests_output_unknown"]
     output_line = _known_sum(data["output_tokens"], output_unknown, "output")
     if data["output_tokens"] is not None and output_unknown:
-        output_line += f" ({_requests(output_unknown)} with unknown output excluded)"
+        output_line += f" ({count(output_unknown, 'request')} with unknown output excluded)"
     typer.echo(f"output tokens:       {output_line}")
     costs = sqlmod.run(con, "SELECT * FROM cost_summary ORDER BY currency NULLS LAST")
     unpriced = None
@@ -277,21 +270,19 @@ def _headline(wh: Any, fmt: str, options: Any, name: str) -> None:
         )
     if unpriced is not None and unpriced["requests_unpriced"]:
         typer.echo(
-            f"  unpriced:          {_requests(unpriced['requests_unpriced'])} whose cost is"
+            f"  unpriced:          {count(unpriced['requests_unpriced'], 'request')} whose cost is"
             " unknown, not 0:"
         )
         for reason in reasons_in_words(unpriced["unpriced_reasons"]):
             typer.echo(f"                     {reason}")
     if data["requests_simulated"]:
-        typer.echo(f"  simulated:         {_requests(data['requests_simulated'])} {SIMULATED_NOTE}")
+        typer.echo(
+            f"  simulated:         {count(data['requests_simulated'], 'request')} {SIMULATED_NOTE}"
+        )
     from pipeline.findings import summary_lines
 
     for line in summary_lines(con):
         typer.echo(line)
-
-
-def _requests(count: int) -> str:
-    return f"{count:,} request" if count == 1 else f"{count:,} requests"
 
 
 def _amount(value: float | None) -> str:
@@ -322,4 +313,4 @@ def _known_sum(total: int | None, unknown_rows: int, what: str) -> str:
         return f"{total:,}"
     if not unknown_rows:
         return "n/a (no requests)"
-    return f"unknown ({_requests(unknown_rows)} with {what} unknown)"
+    return f"unknown ({count(unknown_rows, 'request')} with {what} unknown)"

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.reports import escape, footer, numbers, page
-from pipeline.reports.section import Section, count, fmt
+from pipeline.reports.numbers import count
+from pipeline.reports.section import Section, fmt
 
 CAPTION = (
     "One page per ISO week (Monday to Sunday, UTC). Hit ratio is token-weighted over requests"

@@ -16,6 +16,11 @@ MONEY_DECIMALS = 4
 _NOISE_DECIMALS = 10
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 request`, `2 requests`: captions and summary lines read as sentences."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def money(value: float, *, grouping: bool = True) -> str:
     """4 decimals (`0.0031`, `1,234.5678`); a non-zero amount that would round to 0.0000 gets
     as many decimals as two significant digits need (`0.000025`), so it never prints as 0."""

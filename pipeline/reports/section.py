@@ -40,11 +40,6 @@ def spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     return result
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """`1 request`, `2 requests`: captions read as sentences."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
-
-
 def unavailable(key: str, title: str, caption: str, reason: str) -> Section:
     return Section(key=key, title=title, caption=caption, note=f"not available: {reason}")
 

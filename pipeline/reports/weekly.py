@@ -30,7 +30,7 @@ from pipeline.reports.data import (
     view_exists,
 )
 from pipeline.reports.index import render_index
-from pipeline.reports.section import count
+from pipeline.reports.numbers import count
 from pipeline.reports.sections import findings, hygiene, weekly_modules, weekly_views
 from pipeline.reports.stamp import stored_views, week_stamp
 from pipeline.reports.weeks import IsoWeek, weeks_between

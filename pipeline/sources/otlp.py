@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.records import Exchange, Reject
+from pipeline.records import EARLIEST_START, Exchange, Reject
 from pipeline.redact import cut
 from pipeline.sources import damage_of, open_binary
 from pipeline.sources.capture import NO_LIMIT, long_line_reject, redact_excerpt, without_bom
@@ -73,9 +73,10 @@ def attributes(items: Any) -> dict[str, Any]:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FIXED64 = 2**64  # OTLP times are unsigned 64-bit nanoseconds since 1970
-# No GenAI span started before 2000: an earlier start is a unit mistake (seconds, milliseconds or
-# microseconds written as nanoseconds all land in January 1970) or a placeholder.
-_EARLIEST_START = 946_684_800 * 10**9
+# No GenAI span started before records.EARLIEST_START (2000): an earlier start is a unit mistake
+# (seconds, milliseconds or microseconds written as nanoseconds all land in January 1970) or a
+# placeholder. Said here in the span's own terms; normalise refuses it for every format.
+_EARLIEST_START = int(EARLIEST_START.timestamp()) * 10**9
 
 
 def _nanos(value: Any) -> int | None:

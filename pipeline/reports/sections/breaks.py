@@ -6,12 +6,12 @@ from __future__ import annotations
 import altair as alt
 
 from pipeline.reports.data import Row, WeekData, missing_reason
+from pipeline.reports.numbers import count
 from pipeline.reports.section import (
     CHART_HEIGHT,
     Chart,
     Column,
     Section,
-    count,
     spec,
     table,
     unavailable,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import altair as alt
 
 from pipeline.reports.data import Row
-from pipeline.reports.section import CHART_HEIGHT, CHART_WIDTH, Column, Section, count, spec, table
+from pipeline.reports.numbers import count
+from pipeline.reports.section import CHART_HEIGHT, CHART_WIDTH, Column, Section, spec, table
 from pipeline.reports.section import Chart as PageChart
 
 VIEW = "report_conversation_turns"

@@ -4,7 +4,8 @@ money each lost and the fix in plain words, costliest first (a table: each row i
 from __future__ import annotations
 
 from pipeline.reports.data import Row, WeekData, missing_reason
-from pipeline.reports.section import Column, Section, count, table, unavailable
+from pipeline.reports.numbers import count
+from pipeline.reports.section import Column, Section, table, unavailable
 
 VIEW = "report_findings"
 VIEWS = {VIEW: "finding_breaks"}

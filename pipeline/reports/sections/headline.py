@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pipeline.reports import escape, numbers
 from pipeline.reports.data import Row, WeekData, missing_reason
-from pipeline.reports.section import Section, count, fmt
+from pipeline.reports.numbers import count
+from pipeline.reports.section import Section, fmt
 
 VIEW = "report_weekly_headline"
 COST_VIEW = "report_weekly_cost"
