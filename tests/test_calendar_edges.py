@@ -22,6 +22,7 @@ from pipeline.records import Exchange
 from pipeline.reports.weekly import WeekSelection, generate_weekly
 from pipeline.reports.weeks import IsoWeek
 from pipeline.sources.har import read_entry
+from pipeline.sources.vcr import started_at_of
 from pipeline.summary import grouped
 from pipeline.warehouse import Warehouse
 
@@ -84,6 +85,26 @@ def test_a_second_60_outside_the_last_minute_of_a_utc_day_is_still_no_timestamp(
     record["started_at"] = value
     with pytest.raises(RecordError, match=r"^started_at is not a timestamp"):
         parse_record(record, "c.jsonl", 1)
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        # RFC 5322: -0000 is UTC with the sender's own zone unknown (Python reads it zoneless)
+        ("Mon, 07 Dec 2026 10:00:00 -0000", datetime(2026, 12, 7, 10, tzinfo=UTC)),
+        ("Sat, 31 Dec 2016 23:59:60 GMT", datetime(2016, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)),
+        (
+            "Sun, 01 Jan 2017 00:59:60 +0100",
+            datetime(2016, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+        ),
+        ("Mon, 07 Dec 2026 10:00:00", None),  # no zone at all: not trusted
+        ("Sat, 31 Dec 2016 12:59:60 GMT", None),  # second 60 mid-day is no leap second
+    ],
+)
+def test_a_cassette_date_header_in_utc_of_unknown_local_zone_or_on_a_leap_second_is_read(
+    header: str, expected: datetime | None
+) -> None:
+    assert started_at_of([("Date", header)]) == expected
 
 
 # -- starts at the ends of the calendar ---------------------------------------------------------

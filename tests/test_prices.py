@@ -60,6 +60,15 @@ def test_a_bad_date_names_its_column_file_and_line(tmp_path: Path) -> None:
     ]
 
 
+def test_a_lower_case_z_is_utc_in_a_price_table_as_in_a_capture() -> None:
+    assert loader.parse_timestamp("2025-01-01T10:00z") == loader.parse_timestamp(
+        "2025-01-01T10:00Z"
+    )
+    assert loader.parse_timestamp("2025-01-01t10:00:30z") == datetime(
+        2025, 1, 1, 10, 0, 30, tzinfo=UTC
+    )
+
+
 def test_a_sql_session_refuses_a_broken_price_file(cli, tmp_path: Path) -> None:
     (tmp_path / "wh").mkdir()
     result = cli(

@@ -98,14 +98,16 @@ def _canonical(tables: PriceTables) -> Iterable[bytes]:
 
 
 def parse_timestamp(text: str) -> datetime | None:
-    """'' -> None; a date is midnight UTC; a date-time must say its zone (Z or +hh:mm)."""
+    """'' -> None; a date is midnight UTC; a date-time must say its zone (Z or +hh:mm). RFC 3339
+    allows a lower-case z, as captures do (capture_format.parse_timestamp)."""
     text = text.strip()
     if not text:
         return None
     try:
         if len(text) == 10:
             return datetime.combine(date.fromisoformat(text), datetime.min.time(), tzinfo=UTC)
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        zone_z = text[-1:] in ("Z", "z")
+        value = datetime.fromisoformat(text[:-1] + "+00:00" if zone_z else text)
     except ValueError as exc:
         raise ValueError(
             f"{text!r} is not a date (YYYY-MM-DD) or a UTC time (YYYY-MM-DDTHH:MMZ): {exc}"

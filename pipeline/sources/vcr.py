@@ -140,18 +140,34 @@ def _decoded(body: bytes, headers: list[tuple[str, str]]) -> bytes:
     return out
 
 
+# RFC 5322 section 3.3: a zone of `-0000` says the time is in UTC and the sender's local zone is
+# not known. Python's parser returns it without a zone, as it does a date that names none.
+_UTC_UNKNOWN_LOCAL = re.compile(r"\s-0000\s*$")
+# A leap second, `23:59:60` (RFC 5322 allows second 60), which datetime cannot hold.
+_LEAP_SECOND = re.compile(r"(\d\d:\d\d:)60\b")
+
+
 def started_at_of(headers: list[tuple[str, str]]) -> datetime | None:
-    """The response's `Date` header as UTC, or None when absent or not a date."""
+    """The response's `Date` header as UTC, or None when absent or not a date. A leap second is
+    the last microsecond of its UTC day, as in a capture (capture_format.parse_timestamp)."""
     value = _header(headers, "date")
     if value is None:
         return None
+    text, leaps = _LEAP_SECOND.subn(r"\g<1>59", value, count=1)
     try:
-        ts = parsedate_to_datetime(value)
+        ts = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):
         return None
     if ts.tzinfo is None:
-        return None  # RFC 9110 dates are GMT; one without a zone is not trusted
-    return ts.astimezone(UTC)
+        if not _UTC_UNKNOWN_LOCAL.search(text):
+            return None  # RFC 9110 dates are GMT; one without a zone is not trusted
+        ts = ts.replace(tzinfo=UTC)
+    utc = ts.astimezone(UTC)
+    if leaps:
+        if (utc.hour, utc.minute, utc.second) != (23, 59, 59):
+            return None  # a second 60 anywhere but the end of a UTC day is no leap second
+        utc = utc.replace(microsecond=999_999)
+    return utc
 
 
 def interaction_to_exchange(interaction: Any, source: str, index: int) -> Exchange:
