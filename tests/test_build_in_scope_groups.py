@@ -125,10 +125,10 @@ def test_a_build_in_groups_says_which_group_it_is_computing(
 ) -> None:
     lines: list[str] = []
     _split_copy(unsplit, tmp_path, lines)
-    groups = [line for line in lines if re.fullmatch(r"request_prefix: group \d+ of \d+", line)]
+    groups = [line for line in lines if re.match(r"request_prefix: group \d+ of \d+", line)]
     total = int(groups[0].rsplit(" ", 1)[1])
     assert len(groups) == total > 3
-    assert groups[-1] == f"request_prefix: group {total} of {total}"
+    assert groups[-1].startswith(f"request_prefix: group {total} of {total} ({total - 1} done")
 
 
 def test_a_warehouse_under_the_group_size_is_built_in_one_piece(
@@ -174,6 +174,13 @@ def test_build_split_segments_on_the_command_line_prints_each_group_on_stderr(
     result = cli("build", "-w", str(wh), "--force", "--split-segments", str(SMALL_GROUPS))
     assert result.returncode == 0, result.stderr
     assert re.search(r"^request_prefix: group 1 of \d+$", result.stderr, re.MULTILINE)
+    # a long build says how far it is: each stage's time, then the time left at the groups' pace
+    assert re.search(r"^request_prefix: prefix_segments written in \d+ s$", result.stderr, re.M)
+    assert re.search(
+        r"^request_prefix: group 2 of \d+ \(1 done in \d+ s, about \d+ (s|min) left\)$",
+        result.stderr,
+        re.MULTILINE,
+    )
     assert result.stdout == ""
     assert derived.derived_path(Warehouse(wh), "request_prefix").is_dir()
     # the warehouse's DuckDB file reads the parts as the stored view
@@ -185,6 +192,18 @@ def test_build_split_segments_on_the_command_line_prints_each_group_on_stderr(
             {"p": str(wh / "requests" / "**" / "*.parquet")},
         ).fetchall()
     assert rows == requests > 0
+
+
+def test_a_group_line_says_how_long_the_groups_took_and_how_long_is_left() -> None:
+    assert prefix_groups._group_line(1, 6, 0.0) == "request_prefix: group 1 of 6"
+    # 3 groups in 45 s: 15 s each, 3 groups left (4, 5, 6): 45 s
+    assert prefix_groups._group_line(4, 6, 45.0) == (
+        "request_prefix: group 4 of 6 (3 done in 45 s, about 45 s left)"
+    )
+    # 2 groups in 300 s: 150 s each, 15 left: 2,250 s = 37.5 min, said in whole minutes
+    assert prefix_groups._group_line(3, 17, 300.0) == (
+        "request_prefix: group 3 of 17 (2 done in 5 min, about 38 min left)"
+    )
 
 
 def test_build_help_states_the_default_group_size(cli) -> None:  # type: ignore[no-untyped-def]
