@@ -54,8 +54,11 @@ def generate_conversation(
         f"{first['agent'] or 'unknown agent'} · {first['model'] or 'unknown model'} ·"
         f" {len(rows)} turns from {first['started_at'][:19]} to {last['started_at'][:19]} UTC"
     )
-    if read is not None and first["turn"] != 1:
-        # stored turn numbers come from the whole history: the first ones were not read
+    if read is not None:
+        # A week's read can cut the conversation at either end: before its first day (the
+        # stored turn numbers then start above 1) or after its Sunday, which nothing here can
+        # see (a conversation from Sunday 23:50 to Monday 00:20 shows its Sunday turns only).
+        # So a page written from a week's read always says which turns it holds.
         subtitle += (
             f" (turns {first['turn']} to {last['turn']}: those in {read};"
             " `cacheaudit report conversation` shows every turn)"
