@@ -11,7 +11,9 @@ WITH pairs AS (
         -- real agent name); report_prefix_stability labels it 'unknown agent' for the chart.
         c.agent                                                         AS agent,
         c.conversation_id,
-        c.started_at::DATE                                              AS day,
+        -- the UTC day, as every view has it: a bare ::DATE would take the session's zone
+        -- (a DuckDB client of <warehouse>/cacheaudit.duckdb that did not SET TimeZone)
+        (c.started_at AT TIME ZONE 'UTC')::DATE                         AS day,
         p.tools_hash IS DISTINCT FROM q.tools_hash                      AS tools_changed,
         p.system_hash IS DISTINCT FROM q.system_hash                    AS system_changed,
         NOT (p.before_last_reply_hash IS NOT DISTINCT FROM q.history_hash

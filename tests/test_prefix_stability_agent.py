@@ -76,3 +76,43 @@ def test_the_weekly_view_labels_the_unrecorded_agent_as_its_schema_says(con) -> 
     assert got == [(W48, "(none)", 1, 0), (W48, "unknown agent", 1, 1)]
     documented = {c.name: c.description for c in schema.load("report_prefix_stability").columns}
     assert "'unknown agent' when not recorded" in documented["agent"]
+
+
+def test_a_turn_just_after_utc_midnight_counts_on_its_utc_day_whatever_the_session_zone(
+    tmp_path,
+) -> None:
+    # A DuckDB client of <warehouse>/cacheaudit.duckdb that did not SET TimeZone = 'UTC': its
+    # session zone is the machine's. c2, 00:20 UTC on Monday 30 Nov 2026 (2026-W49), changed the
+    # system prompt; in Los Angeles (UTC-8) that is still Sunday 29 Nov (2026-W48). Every view
+    # puts c2 on its UTC day, 30 Nov, in the week of Monday 30 Nov: so must these two.
+    rows = [request("r1", "2026-11-29T23:50:00", "deepseek", "deepseek-chat", 1000, 0)]
+    con = sql.connect(write_requests(tmp_path / "wh", rows), only=["report_prefix_stability"])
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE conversations (request_id VARCHAR, conversation_id VARCHAR,"
+        " parent_request_id VARCHAR, agent VARCHAR, started_at TIMESTAMPTZ)"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE request_prefix (request_id VARCHAR, tools_hash VARCHAR,"
+        " system_hash VARCHAR, before_last_reply_hash VARCHAR, history_hash VARCHAR)"
+    )
+    con.executemany(
+        "INSERT INTO conversations VALUES (?, ?, ?, ?, ?)",
+        [
+            ("c1", "C", None, "midnight", at("2026-11-29T23:50:00")),
+            ("c2", "C", "c1", "midnight", at("2026-11-30T00:20:00")),
+        ],
+    )
+    con.executemany(
+        "INSERT INTO request_prefix VALUES (?, ?, ?, ?, ?)",
+        [("c1", "t", "s1", None, "h1"), ("c2", "t", "s2", "h1", "h2")],
+    )
+    con.execute("SET TimeZone = 'America/Los_Angeles'")
+    day = con.execute(
+        "SELECT day, turns, changed_turns FROM prefix_stability"
+        " WHERE scope = 'conversation' AND part = 'system'"
+    ).fetchall()
+    assert day == [(date(2026, 11, 30), 1, 1)]
+    week = con.execute(
+        "SELECT week, turns, changed_turns FROM report_prefix_stability WHERE part = 'system'"
+    ).fetchall()
+    assert week == [(date(2026, 11, 30), 1, 1)]
