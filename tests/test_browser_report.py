@@ -190,7 +190,8 @@ def test_conversation_ids_link_to_their_pages_which_open_offline(demo_page: Path
     links = re.findall(r'<td><a href="([^"]+)">([^<]+)</a></td>', top)
     assert links, "no conversation link in the top conversations table"
     for href, conversation_id in links:
-        assert href == conversation_page(conversation_id)  # relative: beside the weekly page
+        # relative: beside the weekly page, the page of that week's read
+        assert href == conversation_page(conversation_id, "2026-W47")
     # every conversation link of the page (top breaks, hygiene examples) opens a written page
     hrefs = set(re.findall(r'<a href="(conversation-[^"]+)">', dom))
     assert len(hrefs) >= len(links)

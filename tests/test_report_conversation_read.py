@@ -5,12 +5,14 @@ conversation (`report conversation` shows every turn)."""
 from __future__ import annotations
 
 import html as htmllib
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 from test_prefix_support import BIG, REPLY, chat, system, user, warehouse
 
+from pipeline import materialise
 from pipeline.reports.conversation import generate_conversation
 from pipeline.reports.section import conversation_page
 from pipeline.reports.weekly import WeekSelection, generate_weekly
@@ -44,8 +46,8 @@ def test_a_conversation_past_sunday_midnight_is_shown_as_the_turns_its_week_read
     wh = warehouse(tmp_path, lines)
     out = tmp_path / "out"
     generate_weekly(wh, out, WeekSelection(week="2026-W48"), now=NOW)
-    page = out / conversation_page("s")
-    assert conversation_page("s") in (out / "2026-W48.html").read_text(encoding="utf-8")
+    page = out / conversation_page("s", "2026-W48")
+    assert page.name in (out / "2026-W48.html").read_text(encoding="utf-8")
     # W48 read its days (and a margin before them), so turns 1 and 2 only: the page must not
     # pass them off as the whole conversation of four.
     assert subtitle(page).endswith(
@@ -54,4 +56,51 @@ def test_a_conversation_past_sunday_midnight_is_shown_as_the_turns_its_week_read
     )
     # `report conversation` reads every day: all four turns, and no note.
     full = generate_conversation(wh, tmp_path / "full", "s", now=NOW)
+    assert full.name == conversation_page("s")
     assert subtitle(full).endswith("4 turns from 2026-11-29T23:50:00 to 2026-11-30T00:20:00 UTC")
+
+
+def test_the_next_weeks_page_of_a_conversation_does_not_replace_the_one_a_week_links_to(
+    tmp_path: Path,
+) -> None:
+    # One session: Saturday 28 Nov 2026 10:00 and 10:02 (a system change: W48's break, its
+    # finding's example t2), Sunday 29 Nov 09:00, Monday 30 Nov 00:10 (another system change:
+    # W49's break). W49 reads its days and the margin before them, not Saturday: its page of
+    # the conversation cannot show t2, which the W48 page's finding opens.
+    first, sat, mon = system(BIG), system(BIG + " Saturday."), system(BIG + " Saturday. Monday.")
+    q = [user(f"step {i}") for i in range(4)]
+    lines = [
+        chat(datetime(2026, 11, 28, 10, 0, tzinfo=UTC), "t1", [first, q[0]], session="s"),
+        chat(datetime(2026, 11, 28, 10, 2, tzinfo=UTC), "t2", [sat, q[0], REPLY, q[1]],
+             session="s"),
+        chat(datetime(2026, 11, 29, 9, 0, tzinfo=UTC), "t3",
+             [sat, q[0], REPLY, q[1], REPLY, q[2]], session="s"),
+        chat(datetime(2026, 11, 30, 0, 10, tzinfo=UTC), "t4",
+             [mon, q[0], REPLY, q[1], REPLY, q[2], REPLY, q[3]], session="s"),
+    ]  # fmt: skip
+    wh = warehouse(tmp_path, lines)
+    materialise.build(wh)  # the stored views: a week then reads one day before its Monday
+    out = tmp_path / "out"
+    generate_weekly(wh, out, WeekSelection(all_weeks=True), now=NOW)  # W48, then W49
+    w48 = (out / "2026-W48.html").read_text(encoding="utf-8")
+    w49 = (out / "2026-W49.html").read_text(encoding="utf-8")
+    assert conversation_page("s", "2026-W48") in w48
+    assert conversation_page("s", "2026-W49") in w49
+    # what W48 links to still holds W48's turns, t2 among them, after W49 was written
+    linked = (out / conversation_page("s", "2026-W48")).read_text(encoding="utf-8")
+    assert turns_of(linked) == ["t1", "t2", "t3"]
+    assert turns_of((out / conversation_page("s", "2026-W49")).read_text(encoding="utf-8")) == [
+        "t3",
+        "t4",
+    ]
+
+
+def turns_of(page: str) -> list[str]:
+    """The request ids of the turns a conversation page draws (its chart's data)."""
+    specs = json.loads(
+        re.search(
+            r'<script type="application/json" id="chart-specs">(.*?)</script>', page, re.S
+        ).group(1)  # type: ignore[union-attr]
+    )
+    rows = next(iter(specs["chart-conversation-turns"]["datasets"].values()))
+    return [r["request_id"] for r in rows]

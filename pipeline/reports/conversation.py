@@ -27,11 +27,12 @@ def generate_conversation(
     options: sql.SqlOptions | None = None,
     now: datetime | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
-    read: str | None = None,
+    week: str | None = None,
     sources: str | None = None,
 ) -> Path:
     """Write the page of one conversation; `con`: a connection to `wh` already open (the weekly
-    report writes the pages it links to), `read`: which days it reads, when not all of them,
+    report writes the pages it links to), `week`: the label of the week whose days `con`
+    reads, when not all of them (the page is then that week's: `conversation_page`),
     `sources`: the footer's list of sources, when the caller has it."""
     view = conversation_turns.VIEW
     if reason := missing_reason(view, conversation_turns.VIEWS[view]):
@@ -54,13 +55,13 @@ def generate_conversation(
         f"{first['agent'] or 'unknown agent'} · {first['model'] or 'unknown model'} ·"
         f" {len(rows)} turns from {first['started_at'][:19]} to {last['started_at'][:19]} UTC"
     )
-    if read is not None:
+    if week is not None:
         # A week's read can cut the conversation at either end: before its first day (the
         # stored turn numbers then start above 1) or after its Sunday, which nothing here can
         # see (a conversation from Sunday 23:50 to Monday 00:20 shows its Sunday turns only).
         # So a page written from a week's read always says which turns it holds.
         subtitle += (
-            f" (turns {first['turn']} to {last['turn']}: those in {read};"
+            f" (turns {first['turn']} to {last['turn']}: those in the days read for week {week};"
             " `cacheaudit report conversation` shows every turn)"
         )
     html = page.render(
@@ -78,7 +79,7 @@ def generate_conversation(
             nav_html='<nav><a href="index.html">All weeks</a></nav>',
         )
     )
-    path = out_dir / page_name(conversation_id)
+    path = out_dir / page_name(conversation_id, week)
     write_atomic(path, html)
     return path
 

@@ -56,11 +56,15 @@ class Column:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def conversation_page(conversation_id: str) -> str:
+def conversation_page(conversation_id: str, week: str | None = None) -> str:
     """The file name of a conversation's page (`cacheaudit report conversation`), beside the
-    weekly pages: one that cannot leave the out dir, unique per id (a hash of the exact id)."""
+    weekly pages: one that cannot leave the out dir, unique per id (a hash of the exact id).
+    A page a weekly page links to holds only the turns of the days that week read, so it is
+    named by its week too: a conversation across Sunday midnight has one page per week, and the
+    next week's page does not replace the one an earlier week's findings link to."""
     digest = hashlib.sha256(conversation_id.encode()).hexdigest()[:10]
-    return f"conversation-{_UNSAFE.sub('_', conversation_id)[:60]}-{digest}.html"
+    of_week = f"-{week}" if week else ""
+    return f"conversation-{_UNSAFE.sub('_', conversation_id)[:60]}-{digest}{of_week}.html"
 
 
 def fmt(value: Any, kind: str) -> str:
@@ -82,25 +86,35 @@ def fmt(value: Any, kind: str) -> str:
     return escape.text(value)
 
 
-def _linked(column: Column, row: dict[str, Any]) -> str:
-    """The cell's HTML, inside a link to its conversation's page when the column has one: a
-    relative link, as the pages sit side by side and open offline."""
+def _linked(column: Column, row: dict[str, Any], week: str | None) -> str:
+    """The cell's HTML, inside a link to its conversation's page when the column has one (the
+    page of `week`'s read, on a weekly page): a relative link, as the pages sit side by side
+    and open offline."""
     inner = fmt(row.get(column.key), column.kind)
     target = row.get(column.link) if column.link else None
     if target is None:
         return inner
-    return f'<a href="{escape.text(conversation_page(str(target)))}">{inner}</a>'
+    return f'<a href="{escape.text(conversation_page(str(target), week))}">{inner}</a>'
 
 
 def _cell(tag: str, numeric: bool, inner: str) -> str:
     return f'<{tag} class="num">{inner}</{tag}>' if numeric else f"<{tag}>{inner}</{tag}>"
 
 
-def table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], css: str = "") -> str:
+def table(
+    columns: Sequence[Column],
+    rows: Sequence[dict[str, Any]],
+    css: str = "",
+    week: str | None = None,
+) -> str:
+    """An HTML table; on a weekly page, `week` (its label) names the conversation pages its
+    links open (`conversation_page`)."""
     numeric = {"int", "ratio", "ms", "money"}
     head = "".join(_cell("th", c.kind in numeric, escape.text(c.label)) for c in columns)
     body = "".join(
-        "<tr>" + "".join(_cell("td", c.kind in numeric, _linked(c, row)) for c in columns) + "</tr>"
+        "<tr>"
+        + "".join(_cell("td", c.kind in numeric, _linked(c, row, week)) for c in columns)
+        + "</tr>"
         for row in rows
     )
     table_open = f'<table class="{escape.text(css)}">' if css else "<table>"

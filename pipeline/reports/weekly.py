@@ -165,10 +165,11 @@ def _linked_conversations(
         | hygiene.linked_conversations(data.get(hygiene.VIEW))
         | findings.linked_conversations(data.get(findings.VIEW))
     )
-    # the pages come from the week's read: turns outside its days are not in them
-    read = f"the days read for week {data.week.label}"
+    # the pages come from the week's read: turns outside its days are not in them, so they are
+    # the week's own pages (named by it), never another week's
+    week = data.week.label
     return [
-        generate_conversation(wh, out_dir, cid, now=now, con=con, read=read, sources=sources)
+        generate_conversation(wh, out_dir, cid, now=now, con=con, week=week, sources=sources)
         for cid in ids
     ]
 

@@ -105,6 +105,6 @@ def build(data: WeekData) -> Section:
     elif top := data.get(TOP_VIEW):
         section.body_html = (
             f'<h3>Top conversations by tokens lost</h3><p class="caption">{TOP_CAPTION}</p>'
-            + table(TOP_COLUMNS, top)
+            + table(TOP_COLUMNS, top, week=data.week.label)
         )
     return section

@@ -112,7 +112,9 @@ def build(data: WeekData) -> Section:
     caption = CAPTION + (UNKNOWN_CAPTION.format(breaks=count(unknown, "break")) if unknown else "")
     section = Section("findings", TITLE, caption)
     if rows:
-        section.body_html = table(COLUMNS, [displayed(r) for r in rows], css="findings")
+        section.body_html = table(
+            COLUMNS, [displayed(r) for r in rows], css="findings", week=data.week.label
+        )
     else:
         section.note = "no cache break this week: nothing to fix"
     return section

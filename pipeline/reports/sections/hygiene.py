@@ -50,7 +50,7 @@ def build(data: WeekData) -> Section:
     rows = data.get(VIEW)
     section = Section("hygiene", TITLE, CAPTION)
     if rows:
-        section.body_html = table(COLUMNS, [with_links(r) for r in rows])
+        section.body_html = table(COLUMNS, [with_links(r) for r in rows], week=data.week.label)
     else:
         section.note = "no finding for the agents active this week"
     return section
