@@ -34,6 +34,12 @@ final AS (
                 THEN 'keep the tool order stable (sort the tools by name)'
             WHEN k.cause = 'tools_changed'
                 THEN 'keep the tool definitions fixed between turns'
+            -- the same text in another key order or spacing: nobody edited it, a framework
+            -- parsed and serialised it again (typically tool-call arguments)
+            WHEN k.cause = 'history_rewritten' AND b.change_class = 'reordered'
+                THEN 'send earlier messages back exactly as they were (tool-call arguments in the key order they came with)'
+            WHEN k.cause = 'history_rewritten' AND b.change_class = 'whitespace'
+                THEN 'send earlier messages back exactly as they were (the same spacing and line breaks)'
             WHEN k.cause = 'history_rewritten'
                 THEN 'append to the history instead of editing or dropping earlier messages'
             WHEN b.change_class IN ('timestamp', 'uuid', 'counter')

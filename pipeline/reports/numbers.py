@@ -13,7 +13,7 @@ import math
 MONEY_DECIMALS = 4
 # Sums of float costs carry noise (0.0066 - 0.0066 can be 4e-19): below a ten-billionth of a
 # unit, far under one token at any price, an amount is 0. (+ 0.0 turns -0.0 into 0.0.)
-_NOISE_DECIMALS = 10
+NOISE_DECIMALS = 10
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -25,7 +25,7 @@ def money(value: float, *, grouping: bool = True) -> str:
     """4 decimals (`0.0031`, `1,234.5678`); a non-zero amount that would round to 0.0000 gets
     as many decimals as two significant digits need (`0.000025`), so it never prints as 0."""
     sep = "," if grouping else ""
-    amount = round(float(value), _NOISE_DECIMALS) + 0.0
+    amount = round(float(value), NOISE_DECIMALS) + 0.0
     text = f"{amount:{sep}.{MONEY_DECIMALS}f}"
     if amount != 0 and float(text.replace(",", "")) == 0:
         text = f"{amount:{sep}.{1 - math.floor(math.log10(abs(amount)))}f}"
