@@ -189,3 +189,10 @@ def test_what_an_interrupted_first_ingest_leaves_reads_as_an_empty_warehouse(
             (wh / table).mkdir()
         out = cli("sql", "select count(*) as n from requests", "-w", str(wh), "--format", "csv")
         assert (out.returncode, out.stdout) == (0, "n\n0\n"), out.stderr
+
+
+def test_one_priced_request_is_said_in_the_singular() -> None:
+    from pipeline.commands.summary import _priced_note
+
+    row = {"requests": 1, "requests_savings_unknown": 1, "requests_ideal_unknown": 0}
+    assert _priced_note(row) == "1 request priced; savings unknown for 1"

@@ -304,7 +304,7 @@ def _priced_note(row: dict[str, Any]) -> str:
         )
         if n
     ]
-    return "; ".join([f"{row['requests']:,} requests priced", *unknown])
+    return "; ".join([f"{count(row['requests'], 'request')} priced", *unknown])
 
 
 def _known_sum(total: int | None, unknown_rows: int, what: str) -> str:
