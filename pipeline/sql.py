@@ -48,6 +48,13 @@ BUILD_MEMORY_LIMIT_BYTES = 3 * 1024**3
 # 500,000 requests at 1.2 GB resident in 6 s, where 3 GiB let it grow to 1.9 GB for the same
 # time (bench/history.py); past it DuckDB spills.
 PERIOD_MEMORY_LIMIT_BYTES = 1024**3
+# Computed once per whole-history session of named views, as a table, besides the heavy views
+# not read from storage: request_costs prices every request, and cost_summary, break_costs (so
+# findings) and summary_requests each read it. As a view every query priced every request
+# again: `check` reads findings five times, 37 s on 1M requests and over 15 minutes on 10M,
+# where the pricing spills past the memory cap. A period read keeps it a view (few days, and a
+# lower memory cap).
+PRICED_ONCE = ("request_costs",)
 
 
 def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
@@ -125,7 +132,7 @@ def connect(
         derived = stored.get(name)
         if derived is not None:
             view_from_parquet(con, name, derived, days)
-        elif heavy_once and (days is not None or only is not None) and name in MATERIALISED:
+        elif heavy_once and _once_per_session(name, named=only is not None, period=days):
             compute_once(con, queries[name])
         else:
             create_query_view(con, queries[name])
@@ -135,6 +142,13 @@ def connect(
         [read_stored],
     )
     return con
+
+
+def _once_per_session(name: str, *, named: bool, period: Period | None) -> bool:
+    """Whether a view not read from storage is computed once as a table of the session."""
+    if name in MATERIALISED:
+        return period is not None or named
+    return name in PRICED_ONCE and named and period is None
 
 
 def stored_views(con: duckdb.DuckDBPyConnection) -> set[str]:
