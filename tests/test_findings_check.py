@@ -340,3 +340,23 @@ def test_findings_of_an_agent_no_request_names_is_an_error_not_an_empty_result(
     bad = run_cli("findings", "-w", str(wh), "--since", "2026-02-30")
     assert bad.returncode == ExitCode.USAGE
     assert bad.stderr.splitlines()[0] == "error: --since '2026-02-30' is not a date or an instant"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-lost-share", "5"),
+        ("--max-lost-share", "-0.1"),
+        ("--max-lost-share", "nan"),
+        ("--max-lost-money", "-1"),
+        ("--max-lost-money", "nan"),
+    ],
+)
+def test_check_refuses_a_limit_no_figure_can_cross_rather_than_pass_every_build(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    # `--max-lost-share 5`, meant as 5%, is a share no build can exceed: it passed every gate
+    done = run_cli("check", "-w", str(tmp_path / "absent"), flag, value)
+    assert done.returncode == ExitCode.USAGE, done.stdout + done.stderr
+    assert done.stderr.splitlines()[0].startswith(f"error: {flag} ")
+    assert "Traceback" not in done.stderr

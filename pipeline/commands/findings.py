@@ -147,7 +147,10 @@ def _table(rel: Any) -> int:
 def check(
     max_lost_share: Annotated[
         float | None,
-        typer.Option("--max-lost-share", help="Fail above this share of input tokens lost."),
+        typer.Option(
+            "--max-lost-share",
+            help="Fail above this share of input tokens lost, from 0 to 1 (0.05 is 5%).",
+        ),
     ] = 0.05,
     max_lost_money: Annotated[
         float | None,
@@ -186,6 +189,14 @@ def check(
 
     if fmt not in ("text", "json"):
         raise UsageError(f"unknown format {fmt!r}", hint="one of text, json")
+    # A limit no figure can cross passes every build: 5 written for 5% would never fail.
+    if max_lost_share is not None and not 0 <= max_lost_share <= 1:
+        raise UsageError(
+            f"--max-lost-share {max_lost_share:g} is not a share between 0 and 1",
+            hint="a share is a fraction of the input tokens: 5% is 0.05",
+        )
+    if max_lost_money is not None and not max_lost_money >= 0:
+        raise UsageError(f"--max-lost-money {max_lost_money:g} is not an amount of 0 or more")
     unknown = [c for c in fail_on or [] if c not in lib.CAUSES]
     if unknown:
         raise UsageError(
