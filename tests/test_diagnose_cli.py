@@ -206,3 +206,28 @@ def test_an_expired_break_shows_its_idle_gap_and_the_lifetime_it_exceeded(
     out = cli("diagnose", "-w", str(wh), "-r", rid)
     line = next(x for x in out.stdout.splitlines() if ": expired" in x)
     assert f"idle (lifetime {round(float(lifetime) / 60)} min)" in line
+
+
+def test_diagnose_prices_the_money_lost_with_the_users_price_rows_as_findings_does(
+    tmp_path: Path, cli: Any
+) -> None:
+    # diagnose took no --prices and ignored CACHEAUDIT_PRICES: with a user's own price row the
+    # money it printed for a break disagreed with `findings` over the same warehouse
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(BREAKS / "system_changed.jsonl"), "-w", str(wh)).returncode == 0
+    prices = tmp_path / "mine.csv"
+    prices.write_text(
+        "provider,model,effective_from,effective_to,currency,condition,"
+        "input_cache_miss_per_mtok,input_cache_hit_per_mtok,cache_write_5m_per_mtok,"
+        "cache_write_1h_per_mtok,output_per_mtok,notes,source\n"
+        "openai,gpt-4.1-2025-04-14,2026-01-01T00:00Z,,USD,,10,1,,,20,ours,test\n",
+        encoding="utf-8",
+    )
+    # the break of sys-2 sent 1,920 tokens uncached that were cached: 1,920 x (10 - 1) / 1e6
+    expected = "money lost=0.0173 USD"
+    by_flag = cli("diagnose", "-w", str(wh), "-r", "sys-2", "--prices", str(prices))
+    assert by_flag.returncode == 0, by_flag.stderr
+    assert expected in by_flag.stdout.splitlines()[0]
+    by_env = cli("diagnose", "-w", str(wh), "-r", "sys-2", env={"CACHEAUDIT_PRICES": str(prices)})
+    assert by_env.returncode == 0, by_env.stderr
+    assert expected in by_env.stdout.splitlines()[0]

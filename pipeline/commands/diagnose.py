@@ -9,6 +9,7 @@ import typer
 
 from pipeline.commands.options import (
     DEFAULT_WAREHOUSE,
+    PricesOpt,
     RulesOpt,
     WarehouseOpt,
     err,
@@ -45,6 +46,7 @@ def diagnose(
     breaks_only: Annotated[
         bool, typer.Option("--breaks-only", help="With --all: only the turns with a break.")
     ] = False,
+    prices: PricesOpt = None,
     rules: RulesOpt = None,
 ) -> None:
     """Why did the cache miss? Per conversation, each run of identical cache breaks on one
@@ -68,7 +70,8 @@ def diagnose(
         conversations=conversation or (),
         requests=request or (),
         worst=worst,
-        options=sql_options(None, rules),
+        # the money lost is priced as `findings` and `summary` price it: with the user's rows
+        options=sql_options(prices, rules),
     )
     if not turns:
         err("no cache breaks found")
