@@ -122,3 +122,12 @@ def test_the_cli_reference_is_rendered_at_80_columns() -> None:
     assert reference == docs.cli_reference(), "run `make docs`"
     assert max(len(line) for line in reference.splitlines()) <= WIDTH
     assert "Usage: cacheaudit ingest [OPTIONS] PATHS..." in reference
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "cacheaudit")
+def test_no_option_name_or_help_is_cut_short_with_an_ellipsis_at_80_columns(
+    path: list[str],
+) -> None:
+    # `experiment run` showed "--no-with-tool-rou…": an option a reader cannot type
+    cut = [line for line in _help(path).splitlines() if "…" in line]
+    assert not cut, cut

@@ -33,7 +33,13 @@ def run(
         float, typer.Option(help="Seconds to wait after each request (cache build time).")
     ] = 10.0,
     with_tool_round: Annotated[
-        bool, typer.Option(help="Make every request a forced tool call + tool result round trip.")
+        bool,
+        # a plain flag, off by default: its --no- twin said nothing and, being the longest
+        # option name, cut itself short at 80 columns ("--no-with-tool-rou…")
+        typer.Option(
+            "--with-tool-round",
+            help="Make every request a forced tool call + tool result round trip.",
+        ),
     ] = False,
     out: Annotated[Path, typer.Option(help="Experiment directory to write.")] = Path("experiment"),
     api: Annotated[
