@@ -58,3 +58,21 @@ def test_the_experiment_help_simulator_example_waits_longer_than_the_build_delay
     build_delay = inspect.signature(simulate_serve).parameters["build_delay"].default
     assert float(found.group(1)) > build_delay
     assert "--build-delay" in example  # and it says why
+
+
+def test_the_forget_help_example_names_a_file_as_the_capture_proxy_names_it(tmp_path) -> None:
+    # the example read `capture/proxy-2026-12-01T10Z.jsonl`, a name no capture tool writes, so a
+    # reader copying it had the path of nothing ingested (and `forget` removes nothing then)
+    from pipeline.capture.writer import CaptureWriter
+    from pipeline.commands.forget import forget
+
+    hour = datetime(2026, 12, 1, 10, 5, tzinfo=UTC)
+    with CaptureWriter(tmp_path / "capture", clock=lambda: hour) as writer:
+        writer.write(b'{"schema_version": 1}\n')
+        written = writer.current_path
+    assert written is not None
+    example = re.search(r"cacheaudit forget (\S+)", inspect.getdoc(forget) or "")
+    assert example, inspect.getdoc(forget)
+    # the same name but for the process id, which differs from run to run
+    shape = re.sub(r"-p\d+", r"-p\\d+", re.escape(f"capture/{written.name}"))
+    assert re.fullmatch(shape, example.group(1)), (example.group(1), written.name)

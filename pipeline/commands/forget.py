@@ -43,7 +43,7 @@ def forget(
     once, from the first file that held it, so forgetting that file loses the exchange from
     later files that held it too: ingest those again with --force.
 
-    $ cacheaudit forget capture/proxy-2026-12-01T10Z.jsonl
+    $ cacheaudit forget capture/capture-20261201T10Z-p4242.jsonl
     """
     from pipeline import materialise, warehouse_db
     from pipeline.derived import DERIVED_DIR
