@@ -205,3 +205,30 @@ def test_conversation_ids_link_to_their_pages_which_open_offline(demo_page: Path
     text = browser.dump_dom(page)
     assert "expected read is what the provider's rules allow to be read from the prompt" in text
     assert "the prefix the previous turn had built" in text
+
+
+def test_a_week_of_long_unbroken_ids_fits_the_window_without_a_sideways_scroll(
+    tmp_path: Path,
+) -> None:
+    # `capture run` without session hints names conversations and requests by 32 hex digits;
+    # in the "What to fix" and top-conversations tables they did not wrap, so the table ran
+    # past its section and the page scrolled sideways, the fix column one word per line
+    import json
+
+    source = Path(__file__).parent / "fixtures" / "breaks" / "system_changed.jsonl"
+    lines = []
+    for n, line in enumerate(source.read_text(encoding="utf-8").splitlines()):
+        record = json.loads(line)
+        record["id"] = f"{n + 1:032x}"
+        record["hints"] = {"session_id": "e38e3678d7594f36aa0cb839a487edc5", "tags": []}
+        lines.append(json.dumps(record))
+    capture = tmp_path / "capture.jsonl"
+    capture.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    wh = Warehouse(tmp_path / "wh")
+    ingest([capture], wh, workers=1)
+    generate_weekly(wh, tmp_path / "out", WeekSelection(week="2026-W47"), now=NOW)
+    page = tmp_path / "out" / "2026-W47.html"
+    assert "e38e3678d7594f36aa0cb839a487edc5" in page.read_text(encoding="utf-8")
+    status = browser.render_status(page, width=1200)
+    assert status["errors"] == []
+    assert status["page_width"] <= 1200

@@ -57,7 +57,8 @@
       errors: state.errors,
       blocked: state.blocked,
       resources: performance.getEntriesByType("resource").length,
-      page_height: document.documentElement.scrollHeight
+      page_height: document.documentElement.scrollHeight,
+      page_width: document.documentElement.scrollWidth
     });
     status.setAttribute("data-done", "1");
   });
