@@ -207,14 +207,14 @@ def test_conversation_ids_link_to_their_pages_which_open_offline(demo_page: Path
     assert "the prefix the previous turn had built" in text
 
 
-def test_a_week_of_long_unbroken_ids_fits_the_window_without_a_sideways_scroll(
-    tmp_path: Path,
-) -> None:
-    # `capture run` without session hints names conversations and requests by 32 hex digits;
-    # in the "What to fix" and top-conversations tables they did not wrap, so the table ran
-    # past its section and the page scrolled sideways, the fix column one word per line
+@pytest.fixture(scope="module")
+def hex_week(tmp_path_factory) -> Path:
+    """The week of tests/fixtures/breaks/system_changed.jsonl (a cold start, then one
+    system_changed break) named as `capture run` without session hints names it: the
+    conversation and each request by 32 hex digits."""
     import json
 
+    root = tmp_path_factory.mktemp("hex")
     source = Path(__file__).parent / "fixtures" / "breaks" / "system_changed.jsonl"
     lines = []
     for n, line in enumerate(source.read_text(encoding="utf-8").splitlines()):
@@ -222,13 +222,28 @@ def test_a_week_of_long_unbroken_ids_fits_the_window_without_a_sideways_scroll(
         record["id"] = f"{n + 1:032x}"
         record["hints"] = {"session_id": "e38e3678d7594f36aa0cb839a487edc5", "tags": []}
         lines.append(json.dumps(record))
-    capture = tmp_path / "capture.jsonl"
+    capture = root / "capture.jsonl"
     capture.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    wh = Warehouse(tmp_path / "wh")
+    wh = Warehouse(root / "wh")
     ingest([capture], wh, workers=1)
-    generate_weekly(wh, tmp_path / "out", WeekSelection(week="2026-W47"), now=NOW)
-    page = tmp_path / "out" / "2026-W47.html"
+    generate_weekly(wh, root / "out", WeekSelection(week="2026-W47"), now=NOW)
+    page = root / "out" / "2026-W47.html"
     assert "e38e3678d7594f36aa0cb839a487edc5" in page.read_text(encoding="utf-8")
-    status = browser.render_status(page, width=1200)
+    return page
+
+
+def test_a_week_of_long_unbroken_ids_fits_the_window_without_a_sideways_scroll(
+    hex_week: Path,
+) -> None:
+    # the ids did not wrap in the "What to fix" and top-conversations tables, so the table ran
+    # past its section and the page scrolled sideways, the fix column one word per line
+    status = browser.render_status(hex_week, width=1200)
     assert status["errors"] == []
     assert status["page_width"] <= 1200
+
+
+def test_a_cause_of_one_request_is_labelled_1_request_not_1_requests(hex_week: Path) -> None:
+    marks = drawn_marks(hex_week, "chart-breaks")
+    labels = sorted(i["text"] for m in marks["text"] for i in m["items"] if i["text"])
+    # one cold start (sys-1) and one system_changed break (sys-2)
+    assert labels == ["1 request", "1 request"]

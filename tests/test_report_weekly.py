@@ -424,3 +424,13 @@ def test_the_hit_ratio_table_names_what_its_left_out_requests_lack(wh, tmp_path)
     assert "2 requests with unknown input or cache-read tokens left out." in html
     assert "Left out (usage unknown)" not in html
     assert "with unknown usage left out" not in html
+
+
+def test_report_weekly_counts_one_conversation_page_in_the_singular(tmp_path: Path, cli) -> None:
+    # it said "1 written and 1 conversation pages they link to"
+    breaks = Path(__file__).parent / "fixtures" / "breaks" / "system_changed.jsonl"
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(breaks), "-w", str(wh)).returncode == 0
+    done = cli("report", "weekly", "--week", "2026-W47", "-w", str(wh), "-o", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    assert "1 written and 1 conversation page they link to, 0 unchanged" in done.stderr

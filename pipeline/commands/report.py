@@ -52,6 +52,7 @@ def weekly(
     with months of history as with one week. Run `cacheaudit build` after an ingest: the pages
     then take conversations and breaks from the whole history (docs/reports.md).
     """
+    from pipeline.reports.numbers import count
     from pipeline.reports.weekly import WeekSelection, default_out_dir, generate_weekly
 
     selection = WeekSelection(
@@ -76,7 +77,7 @@ def weekly(
     for path in result.written:
         typer.echo(str(path))
     linked = (
-        f" and {len(result.conversations)} conversation pages they link to"
+        f" and {count(len(result.conversations), 'conversation page')} they link to"
         if result.conversations
         else ""
     )

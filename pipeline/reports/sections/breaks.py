@@ -78,7 +78,8 @@ def chart(rows: list[Row]) -> alt.LayerChart:
     result: alt.LayerChart = (
         alt.LayerChart(layer=[bars, labels])
         .transform_calculate(
-            breaks_label="format(datum.breaks, ',') + ' requests'"
+            breaks_label="format(datum.breaks, ',')"
+            " + (datum.breaks == 1 ? ' request' : ' requests')"
             " + (datum.breaks_tokens_unknown > 0"
             " ? ', ' + format(datum.breaks_tokens_unknown, ',') + ' with unknown loss' : '')",
             label_x="datum.tokens_lost == null ? 0 : datum.tokens_lost",
