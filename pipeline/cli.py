@@ -197,6 +197,14 @@ def ingest(
     from pipeline.warehouse import Warehouse
 
     files = _expand(paths)
+    if not files:  # only directories were named, and none holds a capture-like file
+        from pipeline.errors import InputError
+
+        raise InputError(
+            f"no capture files in {', '.join(str(p) for p in paths)}",
+            hint=f"a directory is walked for {' '.join(CAPTURE_SUFFIXES)} files;"
+            " name any other file to ingest it",
+        )
     wh = Warehouse(warehouse)
     progress = _progress_bar() if sys.stderr.isatty() else None
     try:

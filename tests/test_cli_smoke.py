@@ -196,3 +196,17 @@ def test_one_priced_request_is_said_in_the_singular() -> None:
 
     row = {"requests": 1, "requests_savings_unknown": 1, "requests_ideal_unknown": 0}
     assert _priced_note(row) == "1 request priced; savings unknown for 1"
+
+
+def test_ingest_of_a_directory_without_captures_names_the_directory_and_what_it_looks_for(
+    tmp_path: Path, cli
+) -> None:
+    # it said only "no input files", with the hint `cacheaudit ingest CAPTURE.jsonl`, though
+    # the user had named a directory (an empty one, or one of notes)
+    empty = tmp_path / "capture"
+    empty.mkdir()
+    done = cli("ingest", str(empty), "-w", str(tmp_path / "wh"))
+    assert done.returncode == 3
+    assert done.stderr.splitlines()[0] == f"error: no capture files in {empty}"
+    assert ".jsonl" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "wh").exists()
