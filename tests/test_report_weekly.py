@@ -434,3 +434,18 @@ def test_report_weekly_counts_one_conversation_page_in_the_singular(tmp_path: Pa
     done = cli("report", "weekly", "--week", "2026-W47", "-w", str(wh), "-o", str(tmp_path / "o"))
     assert done.returncode == 0, done.stderr
     assert "1 written and 1 conversation page they link to, 0 unchanged" in done.stderr
+
+
+@pytest.mark.parametrize("command", [["weekly"], ["conversation", "s1"]])
+def test_report_out_that_is_a_file_is_named_as_such_not_as_a_file_that_exists(
+    tmp_path: Path, cli, command: list[str]
+) -> None:
+    # `--out capture.jsonl` said "cannot use capture.jsonl: File exists"
+    breaks = Path(__file__).parent / "fixtures" / "breaks" / "system_changed.jsonl"
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(breaks), "-w", str(wh)).returncode == 0
+    a_file = tmp_path / "capture.jsonl"
+    a_file.write_text("", encoding="utf-8")
+    done = cli("report", *command, "-w", str(wh), "--out", str(a_file))
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == f"error: --out {a_file} is a file, not a directory"

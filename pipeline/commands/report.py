@@ -28,6 +28,22 @@ OutOpt = Annotated[
 ]
 
 
+def out_dir(out: Path | None) -> Path:
+    """Where the pages go; a file there (a capture, a page) is a mistake said before any work,
+    not an OSError about a file that exists."""
+    from pipeline.errors import UsageError
+    from pipeline.reports.weekly import default_out_dir
+
+    path = out or default_out_dir()
+    if path.exists() and not path.is_dir():
+        named = "--out" if out is not None else "the output directory (CACHEAUDIT_REPORTS_DIR)"
+        raise UsageError(
+            f"{named} {path} is a file, not a directory",
+            hint="name a directory for the pages; it is created if it does not exist",
+        )
+    return path
+
+
 def weekly(
     week: Annotated[str | None, typer.Option(help="ISO week, e.g. 2026-W48.")] = None,
     since: Annotated[str | None, typer.Option(help="First day (YYYY-MM-DD, UTC).")] = None,
@@ -53,7 +69,7 @@ def weekly(
     then take conversations and breaks from the whole history (docs/reports.md).
     """
     from pipeline.reports.numbers import count
-    from pipeline.reports.weekly import WeekSelection, default_out_dir, generate_weekly
+    from pipeline.reports.weekly import WeekSelection, generate_weekly
 
     selection = WeekSelection(
         week=week,
@@ -64,6 +80,7 @@ def weekly(
     from pipeline import materialise
 
     selection.check()
+    target = out_dir(out)
     wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
     if wh.exists() and not materialise.stored_views_current(wh, options):
         err(
@@ -71,7 +88,7 @@ def weekly(
             " days (docs/reports.md); `cacheaudit build` first gives figures from the whole"
             " history, and faster pages"
         )
-    result = generate_weekly(wh, out or default_out_dir(), selection, options=options, progress=err)
+    result = generate_weekly(wh, target, selection, options=options, progress=err)
     for path in result.unchanged:
         err(f"{path}: unchanged inputs, skipped")
     for path in result.written:
@@ -101,12 +118,12 @@ def conversation(
     from pipeline import build_first
     from pipeline.reports.conversation import generate_conversation
     from pipeline.reports.sections import conversation_turns
-    from pipeline.reports.weekly import default_out_dir
 
+    target = out_dir(out)
     wh, options = existing_warehouse(warehouse), sql_options(prices, rules)
     # the page reads its conversation over the whole history
     build_first.store_stale_views(wh, [conversation_turns.VIEW], options, say=err)
-    path = generate_conversation(wh, out or default_out_dir(), conversation_id, options=options)
+    path = generate_conversation(wh, target, conversation_id, options=options)
     typer.echo(str(path))
 
 
