@@ -320,7 +320,9 @@ def sql(
     with sql_run.statement_errors():  # DuckDB runs the statement as the rows are read
         rows = output.emit(rel, fmt, out)
     if out is not None:
-        err(f"{rows} rows -> {out}")
+        from pipeline.reports.numbers import count
+
+        err(f"{count(rows, 'row')} -> {out}")
 
 
 @app.command()

@@ -210,3 +210,21 @@ def test_ingest_of_a_directory_without_captures_names_the_directory_and_what_it_
     assert done.stderr.splitlines()[0] == f"error: no capture files in {empty}"
     assert ".jsonl" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "wh").exists()
+
+
+def test_one_priced_request_and_one_written_row_are_said_in_the_singular(
+    cli, warehouse: Path, tmp_path: Path
+) -> None:
+    # a HAR of one call printed "(1 requests priced)"; `sql --out` printed "1 rows -> ..."
+    at = datetime(2026, 11, 30, 10, tzinfo=UTC)
+    rows = [
+        tiny.request("a", at, "openai", "gpt-4o", input_tokens=1000, cache_read_tokens=400,
+                     output_tokens=100),
+    ]  # fmt: skip
+    stdout = _summary(cli, warehouse, rows)
+    line = next(x for x in stdout.splitlines() if x.startswith("cost (USD):"))
+    assert "(1 request priced;" in line
+    out = tmp_path / "one.csv"
+    done = cli("sql", "select 1 as x", "-w", str(warehouse), "--format", "csv", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"1 row -> {out}" in done.stderr.splitlines()
