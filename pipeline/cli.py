@@ -108,14 +108,52 @@ def _root(
     pass
 
 
+def _is_warehouse(path: Path) -> bool:
+    """A cacheaudit warehouse: its manifests and its tables (what `ingest -w` makes)."""
+    return (path / "sources").is_dir() and (path / "requests").is_dir()
+
+
+def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+    """Every file under `root` but hidden ones, and the warehouses passed over: a warehouse's
+    own files (its build stamps are .json) are never traffic, and neither is a hidden folder's
+    (`.venv`, `.git`), so `cacheaudit ingest .` in a project reads only its captures."""
+    files: list[Path] = []
+    warehouses: list[Path] = []
+    for folder, subfolders, names in os.walk(root):
+        here = Path(folder)
+        kept = []
+        for name in sorted(subfolders):
+            if name.startswith("."):
+                continue
+            if _is_warehouse(here / name):
+                warehouses.append(here / name)
+            else:
+                kept.append(name)
+        subfolders[:] = kept
+        files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
+    return sorted(files), warehouses
+
+
 def _expand(paths: list[Path]) -> list[Path]:
     """Files named on the command line are taken as they are (the format is read from their
     content); a directory contributes only files with a capture-like name, so a README or a
     lock file beside the captures is not read as traffic."""
     out: list[Path] = []
     for p in paths:
+        if p.is_dir() and _is_warehouse(p):
+            from pipeline.errors import InputError
+
+            raise InputError(
+                f"{p} is a cacheaudit warehouse, not a folder of captures",
+                hint=f"read it with --warehouse {p}; ingest the capture files it was made from",
+            )
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            found, warehouses = _walk(p)
+            if warehouses:
+                err(
+                    f"{p}: passing over {len(warehouses)} warehouse folder(s) in it, e.g."
+                    f" {warehouses[0]}"
+                )
             ignored = [f for f in found if not looks_like_capture(f)]
             out.extend(f for f in found if looks_like_capture(f))
             broken = sorted(
@@ -190,7 +228,8 @@ def ingest(
     compressed or renamed copy, an overlapping export) is skipped. Unreadable records, and
     files of the batch that are not traffic, go to the `rejects` table with the reason;
     everything else still lands. A directory is walked for capture-like names (.jsonl
-    .ndjson .json .har .yaml .yml .gz .zst). Prints records read = accepted + rejected +
+    .ndjson .json .har .yaml .yml .gz .zst), passing over hidden folders (.venv, .git) and
+    warehouses. Prints records read = accepted + rejected +
     skipped (skipped: not LLM API calls, or duplicates).
     """
     from pipeline.ingest import ingest as run_ingest

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FIXTURES
 from fixtures.prices import tiny_warehouse as tiny
 
 
@@ -228,3 +229,37 @@ def test_one_priced_request_and_one_written_row_are_said_in_the_singular(
     done = cli("sql", "select 1 as x", "-w", str(warehouse), "--format", "csv", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert f"1 row -> {out}" in done.stderr.splitlines()
+
+
+def test_ingest_of_a_project_folder_reads_its_captures_not_its_warehouse_or_hidden_folders(
+    tmp_path: Path, cli
+) -> None:
+    # `cacheaudit ingest .` in a project read the warehouse's own build stamps
+    # (derived/*.stamp.json) and a .venv's JSON files as traffic: each a reject, every time
+    import shutil
+
+    project = tmp_path / "project"
+    (project / "capture").mkdir(parents=True)
+    shutil.copy(FIXTURES / "breaks" / "system_changed.jsonl", project / "capture" / "a.jsonl")
+    (project / ".venv" / "lib").mkdir(parents=True)
+    (project / ".venv" / "lib" / "pkg.json").write_text('{"name": "pkg"}', encoding="utf-8")
+    wh = project / "warehouse"
+    assert cli("ingest", str(project / "capture"), "-w", str(wh)).returncode == 0
+    assert cli("build", "-w", str(wh)).returncode == 0
+    assert list((wh / "derived").glob("*.json"))  # what the walk used to pick up
+    done = cli("ingest", str(project), "-w", str(wh))
+    assert done.returncode == 0, done.stderr
+    assert "passing over 1 warehouse folder(s) in it" in done.stderr
+    assert "0 rejected" in done.stderr.splitlines()[-2]  # the total line
+    assert "stamp.json" not in done.stderr and "pkg.json" not in done.stderr
+
+
+def test_ingest_of_a_warehouse_folder_says_it_is_a_warehouse(tmp_path: Path, cli) -> None:
+    # a user who named the warehouse as input got its stamps as rejects in another warehouse
+    wh = tmp_path / "warehouse"
+    cli("ingest", str(FIXTURES / "breaks" / "system_changed.jsonl"), "-w", str(wh))
+    done = cli("ingest", str(wh), "-w", str(tmp_path / "other"))
+    assert done.returncode == 3
+    first = done.stderr.splitlines()[0]
+    assert first == f"error: {wh} is a cacheaudit warehouse, not a folder of captures"
+    assert not (tmp_path / "other").exists()
