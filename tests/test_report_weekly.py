@@ -449,3 +449,41 @@ def test_report_out_that_is_a_file_is_named_as_such_not_as_a_file_that_exists(
     done = cli("report", *command, "-w", str(wh), "--out", str(a_file))
     assert done.returncode == 2
     assert done.stderr.splitlines()[0] == f"error: --out {a_file} is a file, not a directory"
+
+
+def test_report_weekly_of_only_undated_requests_says_they_have_no_week_not_that_none_exist(
+    tmp_path: Path, cli
+) -> None:
+    # a cassette without Date headers gave "error: the warehouse has no requests", though
+    # `summary` counted its request
+    body = {"model": "gpt-4.1-2025-04-14", "messages": [{"role": "user", "content": "hi"}]}
+    answer = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4.1-2025-04-14",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203},
+    }
+    interaction = {
+        "request": {
+            "method": "POST",
+            "uri": "https://api.openai.com/v1/chat/completions",
+            "headers": {"Content-Type": ["application/json"]},
+            "body": json.dumps(body),
+        },
+        "response": {
+            "status": {"code": 200, "message": "OK"},
+            "headers": {"Content-Type": ["application/json"]},
+            "body": {"string": json.dumps(answer)},
+        },
+    }
+    cassette = tmp_path / "cassette.json"
+    cassette.write_text(json.dumps({"interactions": [interaction], "version": 1}), "utf-8")
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(cassette), "-w", str(wh)).returncode == 0
+    done = cli("report", "weekly", "-w", str(wh), "-o", str(tmp_path / "out"))
+    assert done.returncode == NotFoundError.exit_code
+    assert (
+        "error: no request in the warehouse has a start time, so none belongs to a week"
+        in done.stderr.splitlines()
+    )

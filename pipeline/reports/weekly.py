@@ -19,7 +19,7 @@ import duckdb
 
 from pipeline import sql
 from pipeline.errors import NotFoundError, UsageError
-from pipeline.period import Period, days_with_requests
+from pipeline.period import Period, day_of, days_with_requests
 from pipeline.reports import footer, page
 from pipeline.reports.data import (
     Row,
@@ -77,7 +77,9 @@ def _headlines(con: duckdb.DuckDBPyConnection) -> dict[IsoWeek, Row]:
     return {IsoWeek(date.fromisoformat(r["week"])): r for r in rows}
 
 
-def _select(selection: WeekSelection, available: set[IsoWeek]) -> list[IsoWeek]:
+def _select(
+    selection: WeekSelection, available: set[IsoWeek], *, undated: bool = False
+) -> list[IsoWeek]:
     known = ", ".join(w.label for w in sorted(available)) or "none (run `cacheaudit ingest`)"
     hint = f"weeks with data: {known}"
     if selection.week is not None:
@@ -92,6 +94,12 @@ def _select(selection: WeekSelection, available: set[IsoWeek]) -> list[IsoWeek]:
                 f"no requests between {selection.since} and {selection.until}", hint=hint
             )
         return weeks
+    if not available and undated:  # rows there are, but none has a day: not "no requests"
+        raise NotFoundError(
+            "no request in the warehouse has a start time, so none belongs to a week",
+            hint="a cassette without Date headers records none; `cacheaudit summary` and"
+            " `cacheaudit findings` count such requests",
+        )
     if not available:
         raise NotFoundError("the warehouse has no requests", hint=hint)
     return sorted(available) if selection.all_weeks else [max(available)]
@@ -229,7 +237,9 @@ def generate_weekly(
     options = options or sql.SqlOptions()
     now = now or datetime.now(UTC)
     # which weeks have requests, from the names of the day partitions: nothing is read
-    weeks = _select(selection, {IsoWeek.of(d) for d in days_with_requests(wh)})
+    days = days_with_requests(wh)
+    undated = not days and any(day_of(p) is None for p in wh.snapshot(["requests"])["requests"])
+    weeks = _select(selection, {IsoWeek.of(d) for d in days}, undated=undated)
     manifest = _load_manifest(out_dir)
     result = WeeklyResult()
     stored = stored_views(wh, options)
