@@ -282,3 +282,57 @@ def test_a_request_without_prompt_segments_has_unknown_breaks_not_zero(tmp_path:
     with_content = rows["gpt-4o"]  # analysed: its breaks are known (its first turn's row)
     assert (with_content["cache_breaks"], with_content["tokens_lost_to_breaks"]) == breaks
     assert with_content["cache_breaks"] == 1 and with_content["requests_breaks_unknown"] == 0
+
+
+def _undated_cassette(path: Path) -> Path:
+    """One OpenAI call recorded by vcrpy without a Date header: its start is unknown."""
+    body = {"model": "gpt-4.1-mini-2025-04-14", "messages": [{"role": "user", "content": "hi"}]}
+    answer = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4.1-mini-2025-04-14",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}],
+        "usage": {
+            "prompt_tokens": 1200,
+            "completion_tokens": 3,
+            "total_tokens": 1203,
+            "prompt_tokens_details": {"cached_tokens": 1024},
+        },
+    }
+    interaction = {
+        "request": {
+            "method": "POST",
+            "uri": "https://api.openai.com/v1/chat/completions",
+            "headers": {"Content-Type": ["application/json"]},
+            "body": json.dumps(body),
+        },
+        "response": {
+            "status": {"code": 200, "message": "OK"},
+            "headers": {"Content-Type": ["application/json"]},
+            "body": {"string": json.dumps(answer)},
+        },
+    }
+    path.write_text(json.dumps({"interactions": [interaction], "version": 1}), "utf-8")
+    return path
+
+
+def test_summary_by_without_a_period_counts_the_requests_without_a_start_time(
+    tmp_path: Path, cli
+) -> None:
+    # `summary --by model` dropped a cassette's undated request (its model vanished) and
+    # `--by day` had no row for it, while the headline counted it: 3 requests against 2
+    dated = Path(__file__).parent / "fixtures" / "breaks" / "system_changed.jsonl"
+    wh = tmp_path / "wh"
+    ingested = cli("ingest", str(dated), str(_undated_cassette(tmp_path / "c.json")), "-w", str(wh))
+    assert ingested.returncode == 0, ingested.stderr
+    by_model = json.loads(cli("summary", "--by", "model", "-f", "json", "-w", str(wh)).stdout)
+    # sys-1 and sys-2 sent 2,015 and 2,025 input tokens; the cassette 1,200 (1,024 cached)
+    assert {r["group"]: (r["requests"], r["input_tokens"]) for r in by_model} == {
+        "gpt-4.1-2025-04-14": (2, 4_040),
+        "gpt-4.1-mini-2025-04-14": (1, 1_200),
+    }
+    by_day = json.loads(cli("summary", "--by", "day", "-f", "json", "-w", str(wh)).stdout)
+    assert {r["group"]: r["requests"] for r in by_day} == {"2026-11-16": 2, None: 1}
+    # a period holds only dated requests
+    since = cli("summary", "--by", "day", "--since", "2026-11-01", "-f", "json", "-w", str(wh))
+    assert {r["group"]: r["requests"] for r in json.loads(since.stdout)} == {"2026-11-16": 2}

@@ -19,8 +19,11 @@ WITH source AS (
             WHEN 'session' THEN session_id
         END AS group_key
     FROM summary_requests
-    WHERE day >= coalesce(CAST($since AS DATE), DATE '0001-01-01')
-      AND day <= coalesce(CAST($until AS DATE), DATE '9999-12-31')
+    -- without bounds every request counts, those with no start time (so no day) too: a
+    -- cassette without Date headers is in the headline, and must be in the groups
+    WHERE ($since IS NULL AND $until IS NULL)
+       OR (day >= coalesce(CAST($since AS DATE), DATE '0001-01-01')
+           AND day <= coalesce(CAST($until AS DATE), DATE '9999-12-31'))
 ),
 
 grouped AS (
