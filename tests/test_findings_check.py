@@ -141,7 +141,14 @@ def test_check_says_how_many_breaks_and_requests_its_limits_left_out(
     assert (doc["breaks_loss_unknown"], doc["breaks_unpriced"]) == (loss_unknown, unpriced)
     assert doc["requests_input_unknown"] == input_unknown
     text = run_cli("check", "-w", str(wh), "--max-lost-share", "0.99").stdout
-    assert f"left out: {loss_unknown} breaks with unknown loss" in text
+    # a break whose loss is unknown is unpriced too: only the unpriced ones beyond are added,
+    # else "5 breaks with unknown loss, 5 breaks unpriced" reads as 10 breaks left out
+    more = unpriced - loss_unknown
+    said = f"{more} more breaks unpriced (loss known, no price), " if more else ""
+    assert (
+        f"(left out: {loss_unknown} breaks with unknown loss, {said}"
+        f"{input_unknown} requests with unknown input)"
+    ) in text
 
 
 def test_check_passes_with_a_lost_share_of_0_on_traffic_without_breaks(tmp_path: Path) -> None:
@@ -360,3 +367,14 @@ def test_check_refuses_a_limit_no_figure_can_cross_rather_than_pass_every_build(
     assert done.returncode == ExitCode.USAGE, done.stdout + done.stderr
     assert done.stderr.splitlines()[0].startswith(f"error: {flag} ")
     assert "Traceback" not in done.stderr
+
+
+def test_check_adds_only_the_unpriced_breaks_beyond_those_of_unknown_loss() -> None:
+    from pipeline.commands.findings import _left_out
+    from pipeline.findings import Verdict
+
+    # 1 break of unknown loss (so of unknown money too) and 2 of known loss with no price
+    verdict = Verdict(breaks_loss_unknown=1, breaks_unpriced=3, requests_input_unknown=0)
+    assert _left_out(verdict) == (
+        " (left out: 1 break with unknown loss, 2 more breaks unpriced (loss known, no price))"
+    )
