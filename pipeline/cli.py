@@ -3,6 +3,7 @@ exit codes (once, in `main`). Data goes to stdout, diagnostics to stderr."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -385,7 +386,7 @@ def demo(
         "demo/capture.jsonl"
     ),
     seed: Annotated[int, typer.Option(help="Random seed: same seed, same bytes.")] = 7,
-    sessions: Annotated[int, typer.Option(help="Number of agent sessions.")] = 24,
+    sessions: Annotated[int, typer.Option(help="Number of agent sessions.", min=1)] = 24,
 ) -> None:
     """Write a deterministic, realistic demo capture (agents, sessions, planted cache breakers)."""
     from pipeline.demo import write_demo
@@ -396,6 +397,9 @@ def demo(
 
 for _module in importlib.import_module("pipeline.commands").COMMAND_MODULES:
     importlib.import_module(_module).register(app)
+
+
+_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 
 
 def main() -> None:
@@ -427,6 +431,12 @@ def main() -> None:
             sys.exit(130)
         if os.environ.get("CACHEAUDIT_DEBUG"):
             raise
+        if isinstance(exc, OSError) and exc.errno in _DISK_ERRORS:
+            # a full or failing disk is the machine's state, not a bug, whichever file it hit
+            where = f" writing {exc.filename}" if exc.filename else ""
+            err(f"error: {exc.strerror or exc}{where}")
+            err("hint: free some space (or check the disk) and run the command again")
+            sys.exit(int(ExitCode.FAILURE))
         if isinstance(exc, OSError) and exc.filename:
             # A path the user gave (or a full disk), not a bug: say which path and why.
             err(f"error: cannot use {exc.filename}: {exc.strerror or exc}")

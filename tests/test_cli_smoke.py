@@ -263,3 +263,22 @@ def test_ingest_of_a_warehouse_folder_says_it_is_a_warehouse(tmp_path: Path, cli
     first = done.stderr.splitlines()[0]
     assert first == f"error: {wh} is a cacheaudit warehouse, not a folder of captures"
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_a_full_disk_is_said_as_such_not_as_a_bug(cli) -> None:
+    # `demo --out` on a full disk printed "internal error: OSError ... this is a bug" (exit 70)
+    done = cli("demo", "--out", "/dev/full")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[0].startswith("error: No space left on device")
+    assert "bug" not in done.stderr
+
+
+def test_demo_refuses_fewer_than_one_session_rather_than_write_an_empty_capture(
+    cli, tmp_path: Path
+) -> None:
+    # `demo --sessions 0` (or -1) wrote an empty capture and exited 0
+    done = cli("demo", "--sessions", "0", "--out", str(tmp_path / "d.jsonl"))
+    assert done.returncode == 2
+    assert "--sessions" in done.stderr
+    assert not (tmp_path / "d.jsonl").exists()
