@@ -308,3 +308,40 @@ def test_exit_codes_follow_the_shell_convention_for_signals() -> None:
     assert exit_code_of(3) == 3
     assert exit_code_of(-signal.SIGINT) == 130
     assert exit_code_of(-signal.SIGKILL) == 137
+
+
+def test_no_ingest_says_where_the_recording_is_and_how_to_ingest_it(
+    simulators: dict[str, str], tmp_path: Path
+) -> None:
+    # with --no-ingest the last line was "capture: stopped; 1 exchanges recorded": no word of
+    # the file written or of the next step
+    child = tmp_path / "call.py"
+    child.write_text(
+        textwrap.dedent(
+            """
+            import json, os, urllib.request
+            body = json.dumps({"model": "gpt-4.1-mini", "messages": [
+                {"role": "user", "content": "hello"}]}).encode()
+            request = urllib.request.Request(
+                os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                headers={"content-type": "application/json", "authorization": "Bearer x"})
+            urllib.request.urlopen(request, timeout=30).read()
+            """
+        )
+    )
+    out = tmp_path / "cap"
+    command = [sys.executable, "-m", "pipeline", "capture", "run", "--no-ingest"]
+    done = subprocess.run(
+        [*command, "--out", str(out), "--", sys.executable, str(child)],
+        env=_env(simulators),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (written,) = sorted(out.glob("*.jsonl"))
+    *_, stopped, last = done.stderr.splitlines()
+    assert stopped == "capture: stopped; 1 exchange recorded (1 complete)"  # not "1 exchanges"
+    assert last == f"capture: recorded to {written}; ingest with `cacheaudit ingest {out}`"
+    assert not (tmp_path / "warehouse").exists()

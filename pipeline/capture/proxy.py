@@ -196,7 +196,8 @@ class CaptureProxy:
             kinds = sorted((k, n) for k, n in self.stats.outcomes.items() if k != UNRECORDED and n)
             detail = ", ".join(f"{n} {k}" for k, n in kinds)
             tail = f"; {lost} not recorded (the file could not be written)" if lost else ""
-            self.log(f"capture: stopped; {total} exchanges recorded ({detail or 'none'}){tail}")
+            recorded = f"{total} exchange{'' if total == 1 else 's'} recorded"
+            self.log(f"capture: stopped; {recorded} ({detail or 'none'}){tail}")
             return
         line = self.stats.summary(seconds, where)
         if line:

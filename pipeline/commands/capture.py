@@ -173,6 +173,9 @@ def run(
     extra = load_config(config).routes if config is not None else []
     result = run_command(command, out, extra_routes=extra)
     if no_ingest:
+        if result.exchanges:  # say where the recording is, and the next step
+            files = " ".join(str(f) for f in result.capture_files)
+            err(f"capture: recorded to {files}; ingest with `cacheaudit ingest {out}`")
         raise typer.Exit(result.exit_code)
     if not result.exchanges:
         err(
