@@ -124,15 +124,17 @@ def findings(
 
 
 def _table(rel: Any) -> int:
-    """The findings for reading: tokens with separators, money to 4 places, numbers to the
-    right, the fix whole (it is the point of the row)."""
+    """The findings for reading: tokens with separators, money to 4 places (two significant
+    digits below that, so a loss never reads 0.0000), numbers to the right, the fix whole (it
+    is the point of the row)."""
     from pipeline import output
+    from pipeline.reports.numbers import money
 
     columns = list(rel.columns)
     numbers = {"turns", "tokens_lost", "lost_cost", "saving_per_week"}
     rows = [
         tuple(
-            v if v is None or c not in numbers else (f"{v:,}" if isinstance(v, int) else f"{v:.4f}")
+            v if v is None or c not in numbers else (f"{v:,}" if isinstance(v, int) else money(v))
             for c, v in zip(columns, row, strict=True)
         )
         for row in rel.fetchall()
@@ -255,12 +257,15 @@ def _left_out(verdict: Verdict) -> str:
 
 
 def _finding_line(f: dict[str, Any]) -> str:
-    """One finding as `check` lists it, worded as `summary` words its top findings."""
+    """One finding as `check` lists it, worded as `summary` words its top findings (a loss
+    that rounds to 0.0000 keeps two significant digits: it is not 0)."""
+    from pipeline.reports.numbers import count, money
+
     what = f["cause"] + (f", {f['change_class']}" if f["change_class"] else "")
     tokens = "unknown" if f["tokens_lost"] is None else f"{f['tokens_lost']:,}"
-    money = "unpriced" if f["lost_cost"] is None else f"{f['lost_cost']:.4f} {f['currency']}"
-    turns = f"{f['turns']} turn" + ("" if f["turns"] == 1 else "s")
-    return f"  {f['scope']}: {what}, {turns}, {tokens} tokens lost, {money} - {f['fix']}"
+    cost = "unpriced" if f["lost_cost"] is None else f"{money(f['lost_cost'])} {f['currency']}"
+    turns = count(f["turns"], "turn")
+    return f"  {f['scope']}: {what}, {turns}, {tokens} tokens lost, {cost} - {f['fix']}"
 
 
 def _escape(message: str) -> str:
