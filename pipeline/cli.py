@@ -27,7 +27,6 @@ from pipeline.commands.options import (
 from pipeline.engines import engine_from, master_from
 from pipeline.engines.options import EngineOpt, SparkMasterOpt
 from pipeline.errors import ExitCode, PipelineError
-from pipeline.sources import CAPTURE_SUFFIXES, looks_like_capture
 from pipeline.stdout import to_stdout
 
 _said: list[bool] = []  # whether "interrupted" was printed
@@ -109,78 +108,6 @@ def _root(
     pass
 
 
-def _is_warehouse(path: Path) -> bool:
-    """A cacheaudit warehouse: its manifests and its tables (what `ingest -w` makes)."""
-    return (path / "sources").is_dir() and (path / "requests").is_dir()
-
-
-def _walk(root: Path) -> tuple[list[Path], list[Path]]:
-    """Every file under `root` but hidden ones, and the warehouses passed over: a warehouse's
-    own files (its build stamps are .json) are never traffic, and neither is a hidden folder's
-    (`.venv`, `.git`), so `cacheaudit ingest .` in a project reads only its captures."""
-    files: list[Path] = []
-    warehouses: list[Path] = []
-    for folder, subfolders, names in os.walk(root):
-        here = Path(folder)
-        kept = []
-        for name in sorted(subfolders):
-            if name.startswith("."):
-                continue
-            if _is_warehouse(here / name):
-                warehouses.append(here / name)
-            else:
-                kept.append(name)
-        subfolders[:] = kept
-        files += [here / n for n in names if not n.startswith(".") and (here / n).is_file()]
-    return sorted(files), warehouses
-
-
-def _expand(paths: list[Path]) -> list[Path]:
-    """Files named on the command line are taken as they are (the format is read from their
-    content); a directory contributes only files with a capture-like name, so a README or a
-    lock file beside the captures is not read as traffic."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir() and _is_warehouse(p):
-            from pipeline.errors import InputError
-
-            raise InputError(
-                f"{p} is a cacheaudit warehouse, not a folder of captures",
-                hint=f"read it with --warehouse {p}; ingest the capture files it was made from",
-            )
-        if p.is_dir():
-            found, warehouses = _walk(p)
-            if warehouses:
-                err(
-                    f"{p}: passing over {len(warehouses)} warehouse folder(s) in it, e.g."
-                    f" {warehouses[0]}"
-                )
-            ignored = [f for f in found if not looks_like_capture(f)]
-            out.extend(f for f in found if looks_like_capture(f))
-            broken = sorted(
-                f
-                for f in p.rglob("*")
-                if f.is_symlink()
-                and not f.exists()
-                and not f.name.startswith(".")
-                and looks_like_capture(f)
-            )  # an editor's `.#x.jsonl` lock link is none of the user's captures
-            if broken:  # a capture-like link to nothing is said, not silently passed over
-                err(
-                    f"{p}: ignoring {len(broken)} link(s) to nothing, e.g. {broken[0].name}"
-                    f" -> {broken[0].readlink()}"
-                )
-            if ignored:
-                err(
-                    f"{p}: ignoring {len(ignored)} file(s) without a capture extension"
-                    f" ({', '.join(CAPTURE_SUFFIXES)}), e.g. {ignored[0].name};"
-                    " name them to ingest them"
-                )
-        else:
-            out.append(p)
-    return out
-
-
 @app.command()
 def ingest(
     paths: Annotated[
@@ -233,18 +160,16 @@ def ingest(
     warehouses. Prints records read = accepted + rejected +
     skipped (skipped: not LLM API calls, or duplicates).
     """
+    from pipeline.errors import UsageError
     from pipeline.ingest import ingest as run_ingest
+    from pipeline.input_files import expand
     from pipeline.warehouse import Warehouse
 
-    files = _expand(paths)
-    if not files:  # only directories were named, and none holds a capture-like file
-        from pipeline.errors import InputError
-
-        raise InputError(
-            f"no capture files in {', '.join(str(p) for p in paths)}",
-            hint=f"a directory is walked for {' '.join(CAPTURE_SUFFIXES)} files;"
-            " name any other file to ingest it",
-        )
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be at least 1, not {workers}")
+    if max_record_bytes < 1:
+        raise UsageError(f"--max-record-bytes must be at least 1, not {max_record_bytes}")
+    files = expand(paths, say=err)
     wh = Warehouse(warehouse)
     progress = _progress_bar() if sys.stderr.isatty() else None
     try:

@@ -254,6 +254,36 @@ def test_ingest_of_a_project_folder_reads_its_captures_not_its_warehouse_or_hidd
     assert "stamp.json" not in done.stderr and "pkg.json" not in done.stderr
 
 
+def test_a_dangling_capture_link_is_named_only_where_the_walk_reads(tmp_path: Path) -> None:
+    from pipeline.input_files import expand
+
+    project = tmp_path / "project"
+    (project / "capture").mkdir(parents=True)
+    (project / "capture" / "a.jsonl").write_text("{}\n", encoding="utf-8")
+    (project / "capture" / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    # in a hidden folder (an editor's or a virtualenv's) nothing is the user's capture
+    (project / ".cache").mkdir()
+    (project / ".cache" / "old.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    said: list[str] = []
+    assert expand([project], say=said.append) == [project / "capture" / "a.jsonl"]
+    assert said == [
+        f"{project}: ignoring 1 link(s) to nothing, e.g. gone.jsonl -> {tmp_path / 'nowhere.jsonl'}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--workers", "0"), ("--workers", "-3"), ("--max-record-bytes", "0")]
+)
+def test_ingest_refuses_a_worker_count_or_record_limit_under_one_in_one_line(
+    tmp_path: Path, cli, option: str, value: str
+) -> None:
+    capture = FIXTURES / "breaks" / "system_changed.jsonl"
+    done = cli("ingest", str(capture), "-w", str(tmp_path / "wh"), option, value)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {option} must be at least 1, not {value}"
+    assert not (tmp_path / "wh").exists()
+
+
 def test_ingest_of_a_warehouse_folder_says_it_is_a_warehouse(tmp_path: Path, cli) -> None:
     # a user who named the warehouse as input got its stamps as rejects in another warehouse
     wh = tmp_path / "warehouse"

@@ -207,6 +207,23 @@ def test_the_proxy_refuses_to_start_without_an_upstream(cli: Any, tmp_path: Path
     assert result.stderr.startswith("error: no upstream")
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--read-timeout", "0", "--read-timeout must be more than 0 seconds"),
+        ("--connect-timeout", "-1", "--connect-timeout must be more than 0 seconds"),
+        ("--header-timeout", "nan", "--header-timeout must be more than 0 seconds"),
+        ("--summary-every", "-1", "--summary-every must be 0 (no summary lines) or more seconds"),
+    ],
+)
+def test_the_proxy_refuses_a_timeout_it_could_not_keep_in_one_line(
+    cli: Any, tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    result = cli("capture", "proxy", "--upstream", "http://x.invalid", option, value)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {message}"
+
+
 def test_a_busy_port_is_a_network_error_with_a_hint(cli: Any, upstream: Any) -> None:
     port = upstream.url.rsplit(":", 1)[1]
     result = cli(

@@ -105,8 +105,15 @@ def proxy(
         raise UsageError(f"--fsync {fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
     if rotate_mb < 1:
         raise UsageError("--rotate-mb must be at least 1")
-    if header_timeout <= 0:
-        raise UsageError("--header-timeout must be more than 0 seconds")
+    for name, seconds in (
+        ("--header-timeout", header_timeout),
+        ("--read-timeout", read_timeout),
+        ("--connect-timeout", connect_timeout),
+    ):
+        if not seconds > 0:  # NaN too
+            raise UsageError(f"{name} must be more than 0 seconds")
+    if not summary_every >= 0:
+        raise UsageError("--summary-every must be 0 (no summary lines) or more seconds")
     cfg = load_config(config) if config is not None else ProxyConfig()
     if upstream is not None:
         cfg.routes.append(upstream_route(upstream))
