@@ -159,9 +159,15 @@ known_above AS (
 ),
 
 -- every row in force for the priced name; `priceable`: not a library row for a name an alias
--- of ours gives a life of its own (those still lend a missing fee: search_fee, request_fee)
+-- of ours gives a life of its own (those still lend a missing fee: search_fee, request_fee).
+-- Only what the choice reads: a request has a few rows in force, and the prices of the one
+-- chosen are joined once it is (10M requests carried 17M whole rows, spilling gigabytes).
 dated AS (
-    SELECT r.req_key, p.*, (p.layer_rank < 2 OR k.lookup_model IS NULL) AS priceable
+    SELECT
+        r.req_key, p.row_id, p.layer_rank, p.currency_rank, p.currency, p.specificity,
+        p.model_is_pattern, p.effective_from, p.load_order, p.min_prompt_tokens, p.weekdays,
+        p.has_time_window, p.web_search_per_1k, p.request_fee_per_1k,
+        (p.layer_rank < 2 OR k.lookup_model IS NULL)                    AS priceable
     FROM resolved AS r
     JOIN naming AS m
         ON m.lookup_provider = r.lookup_provider
@@ -183,8 +189,8 @@ in_force AS (
 -- order (file order, then line number: resolve.py's order, never the row_id text, where
 -- "x.csv:11" sorts before "x.csv:2"). `prices check` refuses two rows of equal rank that can
 -- both apply, so load order only ever decides between different model patterns.
-chosen AS (
-    SELECT f.*
+chosen_row AS (
+    SELECT f.req_key, f.row_id
     FROM in_force AS f
     JOIN resolved AS r USING (req_key)
     LEFT JOIN price_windows_source AS w
@@ -199,6 +205,12 @@ chosen AS (
         ORDER BY f.layer_rank, f.currency_rank, f.specificity DESC, f.model_is_pattern,
             f.effective_from DESC NULLS LAST, f.load_order
     ) = 1
+),
+
+chosen AS (
+    SELECT c.req_key, p.*
+    FROM chosen_row AS c
+    JOIN price_rows_source AS p USING (row_id)
 ),
 
 -- the fee per 1,000 searches where the winning row has none (see the header): only for the
