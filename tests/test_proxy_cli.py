@@ -224,6 +224,18 @@ def test_the_proxy_refuses_a_timeout_it_could_not_keep_in_one_line(
     assert result.stderr.strip() == f"error: {message}"
 
 
+def test_a_client_has_a_minute_to_send_its_request_head_as_nginx_and_node_allow() -> None:
+    # 5 s cut clients whose event loop lagged between connecting and sending, under load: their
+    # requests were lost unrecorded. capture run and capture proxy share the default.
+    import inspect
+
+    from pipeline.capture.proxy import ProxyOptions
+    from pipeline.commands.capture import proxy
+
+    assert ProxyOptions().header_timeout == 60.0
+    assert inspect.signature(proxy).parameters["header_timeout"].default == 60.0
+
+
 def test_a_busy_port_is_a_network_error_with_a_hint(cli: Any, upstream: Any) -> None:
     port = upstream.url.rsplit(":", 1)[1]
     result = cli(

@@ -82,7 +82,7 @@ class ProxyOptions:
     summary_every: float = 60.0
     # A client that opens a connection and does not finish its request line and headers in this
     # many seconds (an HTTP/0.9 line, an idle socket) is disconnected instead of held open.
-    header_timeout: float = 5.0
+    header_timeout: float = 60.0
 
 
 # the outcome counted for an exchange whose record the writer could not write

@@ -65,7 +65,7 @@ def proxy(
     header_timeout: Annotated[
         float,
         typer.Option(help="Seconds a client has to send a request's first line and headers."),
-    ] = 5.0,
+    ] = 60.0,
     fsync: Annotated[
         str, typer.Option(help="always, interval (at most 1 s behind) or never.")
     ] = "interval",
