@@ -98,7 +98,7 @@ def _widen_pipe(q: Any) -> None:
 LEGACY_SCRATCH_AGE_S = 24 * 3600  # folders named before they carried a pid: this old, removed
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -121,7 +121,7 @@ def remove_stale_scratch() -> int:
         owner = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
         try:
             if owner.isdigit() and "-" in folder.name[len(SCRATCH_PREFIX) :]:
-                if int(owner) == os.getpid() or _pid_alive(int(owner)):
+                if int(owner) == os.getpid() or pid_alive(int(owner)):
                     continue
             elif time.time() - folder.stat().st_mtime < LEGACY_SCRATCH_AGE_S:
                 continue

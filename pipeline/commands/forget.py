@@ -47,6 +47,7 @@ def forget(
     """
     from pipeline import materialise, warehouse_db
     from pipeline.derived import DERIVED_DIR
+    from pipeline.forget import finish
     from pipeline.forget import forget as run_forget
 
     wh = existing_warehouse(warehouse)
@@ -66,6 +67,7 @@ def forget(
     if (wh.root / DERIVED_DIR).is_dir():
         say_built(materialise.build(wh, options=options, progress=err), unchanged=False)
     err(warehouse_db.refresh(wh, options))
+    finish(wh, result)  # only now: a forget killed before this is finished by running it again
 
 
 def register(app: typer.Typer) -> None:
