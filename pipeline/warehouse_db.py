@@ -277,6 +277,19 @@ def _updated_copy(
     return updated
 
 
+def _remove_dead_writers_files(wh: Warehouse) -> None:
+    """Remove the temporary files (4 MB and more each) of writers of this file that were killed
+    (SIGKILL, SIGTERM: no clean-up ran): nothing else ever removed them. Only those of
+    processes that are gone: writers run side by side under the shared lock."""
+    from pipeline.ingest_pool import pid_alive
+
+    for path in wh.root.glob(f".{DB_NAME}.*.tmp*"):
+        pid = path.name.removeprefix(f".{DB_NAME}.").split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
 def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None, *, wait: bool = True) -> Path:
     """Write `<warehouse>/cacheaudit.duckdb` anew (or update a copy of it, when only the live
     parts and the stored views can have changed); returns its path."""
@@ -290,6 +303,7 @@ def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None, *, wait: bool
         stamp = static_stamp(options, queries)
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)
+        _remove_dead_writers_files(wh)
         try:
             # this warehouse's own file, else another warehouse's kept for first files
             for source in (target, _template_path(stamp)):

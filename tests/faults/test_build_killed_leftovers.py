@@ -46,3 +46,19 @@ def test_the_next_build_removes_what_a_killed_build_left_and_keeps_a_running_one
     assert done.returncode == 0, done.stderr
 
     assert sorted(p.name for p in derived.iterdir() if ".tmp" in p.name) == [alive.name]
+
+
+def test_the_next_ingest_removes_the_database_file_a_killed_ingest_was_writing(
+    tmp_path: Path,
+) -> None:
+    a, _, wh = _warehouse(tmp_path)
+    dead, running = _dead_pid(), os.getppid()
+    killed = [wh / f".cacheaudit.duckdb.{dead}.tmp", wh / f".cacheaudit.duckdb.{dead}.tmp.wal"]
+    alive = wh / f".cacheaudit.duckdb.{running}.tmp"
+    for path in [*killed, alive]:
+        path.write_bytes(b"x" * 1000)
+
+    done = run_cli("ingest", str(a), "-w", str(wh))  # unchanged: it rewrites the file only
+    assert done.returncode == 0, done.stderr
+
+    assert sorted(p.name for p in wh.iterdir() if p.name.endswith((".tmp", ".wal"))) == [alive.name]
