@@ -33,6 +33,10 @@ FLUSH_CONTENT_BYTES = 32 * 1024 * 1024
 SEEN_CONTENT_MAX = 2_000_000  # distinct segment hashes remembered per source (~150 MB at most)
 
 
+# Requests columns that hold text of the answer as received, masked before they are written.
+_ANSWER_TEXT = ("raw_usage", "finish_reason")
+
+
 class _DaySegments:
     """One day's segment columns in compact form: a request index per segment instead of its id,
     machine ints, and the digests as one byte string each, hex-encoded in one call at write."""
@@ -198,6 +202,10 @@ class SourceBuffers:
         part = f"{self.worker:02d}-{self.flushes:05d}"
         for day, rows in self.requests.items():
             columns = dict(zip(self.request_names, map(list, zip(*rows, strict=True)), strict=True))
+            # the usage object and finish reason are kept as the provider (or a gateway) wrote
+            # them: a key a gateway added (`"api_key": ...`, a key-shaped field) is masked here
+            for name in _ANSWER_TEXT:
+                columns[name] = mask_texts(columns[name])
             self.wh.write_partition("requests", columns, self.key, part, day)
             if len(self.segments[day]):
                 self.wh.write_table("segments", self.segments[day].table(), self.key, part, day)

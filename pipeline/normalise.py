@@ -479,7 +479,9 @@ def build(
         "ttft_ms": timing[1],
         "duration_ms": end,
         "finish_reason": response.finish_reason,
-        "error_type": response.error_type,
+        # an error type is free text where a span's `error.type` or a gateway's error body says
+        # it: "401 Incorrect API key provided: sk-proj-..." must not be stored as it came
+        "error_type": None if response.error_type is None else redact_text(response.error_type),
         "error_message": redact_text(response.error_message)[:300]
         if response.error_message
         else None,

@@ -281,6 +281,13 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts) if changed else url
 
 
+def shown_url(url: str) -> str:
+    """`url` as a log line or an error message shows it: `redact_url`, and a key-shaped part of
+    its path masked as well (`/v1/models/sk-proj-...`, a gateway's `/key/AIza.../`), which the
+    capture record masks by shape but a line printed from the URL as sent would keep."""
+    return redact_text(redact_url(url))
+
+
 # The end of what a cut kept when it fell inside a run of characters without a separator: a key cut
 # in two no longer has the length or shape the masks look for, so its first part would be kept.
 _TRAILING_RUN = r"""[^\s"'`,;:{}\[\]()<>|]+\Z"""
@@ -330,8 +337,11 @@ def _masked_after_name(match: re.Match[str]) -> str:
     return match.group(1) + REDACTED
 
 
+# The value has a digit (`password=hunter2`, not `token:budget`), or is as long as a key: one
+# random key in a hundred of 26 letters and digits has no digit.
 _HINT_CREDENTIAL = re.compile(
-    rf"(?i)((?<![A-Za-z0-9])(?:{_NAME})\s*[:=]\s*)((?=[^\s,;&]*[0-9])[^\s,;&]{{6,}})"
+    rf"(?i)((?<![A-Za-z0-9])(?:{_NAME})\s*[:=]\s*)"
+    r"((?=[^\s,;&]*[0-9])[^\s,;&]{6,}|[^\s,;&]{16,})"
 )
 
 
@@ -344,7 +354,8 @@ def without_keys(value: str | None) -> str | None:
         return value
     # a key shape anywhere (`s-sk-proj-...` is a key after `s-`), and a value with a digit
     # after a credential name (`password=hunter2`, not `pass:1` or `token:budget`) become the
-    # value's fingerprint: masked, and two sessions or tags that differed still differ
+    # value's fingerprint (or one of 16 characters or more, digits or not): masked, and two
+    # sessions or tags that differed still differ
     value = _KEY_VALUE.sub(lambda m: fingerprint(m.group(0)), value)
     return _HINT_CREDENTIAL.sub(lambda m: m.group(1) + fingerprint(m.group(2)), value)
 

@@ -127,6 +127,26 @@ def test_the_proxy_writes_and_logs_no_auth_token_header_or_semicolon_key(tmp_pat
     assert f'"account":"{fingerprint(AUTH_TOKEN)}"'.encode() in blob
 
 
+def test_a_key_shaped_part_of_the_url_path_is_not_in_the_proxys_verbose_line(
+    tmp_path: Path,
+) -> None:
+    # a gateway or an SDK that puts the key in the path: the record masks it by its shape, and
+    # so must the line printed for the exchange
+    key = "sk-proj-" + "Wq3Lz8Rv1Nx6Tb4Ym9Kc2Hd7"
+    out = tmp_path / "capture"
+    log: list[str] = []
+    with (
+        serving(FakeUpstream()) as up,
+        recording_proxy(up.url, out, log=log, verbose=True) as (proxy, _app),
+        httpx.Client() as client,
+    ):
+        client.get(f"{proxy.url}/v1/models/{key}")
+    (line,) = [line for line in log if "/v1/models/" in line]  # the --verbose line
+    assert key[8:] not in line
+    assert "/v1/models/[REDACTED]" in line
+    assert key[8:] not in next(out.glob("*.jsonl")).read_text()
+
+
 def test_the_hooks_write_no_auth_token_header_or_semicolon_key(tmp_path: Path) -> None:
     out = tmp_path / "capture"
     with serving(FakeUpstream()) as up, recording_client(out) as client:

@@ -166,6 +166,45 @@ def test_span_status_error_is_read_from_the_enum_number_or_name(
     assert normalise(item, "x").row["outcome"] == "http_error"
 
 
+def test_a_key_quoted_in_a_failed_spans_error_type_is_not_stored(tmp_path: Path) -> None:
+    # instrumentations put the exception's text in `error.type` as often as its class name
+    key = "sk-proj-" + "Zq7Wv2Lm9Xc4Rt8Yb1Nd6Hs3Kf5Gj0Pa"
+    doc = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "a",
+                                "spanId": "b",
+                                "startTimeUnixNano": "1782907200000000000",
+                                "attributes": [
+                                    {
+                                        "key": "gen_ai.provider.name",
+                                        "value": {"stringValue": "openai"},
+                                    },
+                                    {
+                                        "key": "error.type",
+                                        "value": {"stringValue": f"401 Incorrect API key: {key}"},
+                                    },
+                                ],
+                                "status": {"code": 2},
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    (item,) = list(iter_otlp(path))
+    assert isinstance(item, Exchange)
+    error_type = normalise(item, "x").row["error_type"]
+    assert error_type == "401 Incorrect API key: [REDACTED]"
+
+
 def test_spans_without_prompt_content_get_no_cache_break_row(tmp_path: Path) -> None:
     from pipeline import sql as sqlmod
     from pipeline.ingest import ingest

@@ -420,6 +420,9 @@ def test_a_name_a_capture_gives_keeps_its_words_and_two_names_stay_two() -> None
     one, two = without_keys("sess password=hunter22"), without_keys("sess password=hunter23")
     assert one is not None and two is not None
     assert "hunter2" not in one + two and one != two  # masked by fingerprint, not merged
+    # a key as long as keys are, though it has no digit (one random key in a hundred)
+    agent = without_keys("agent api_key=qasrMnVDChiuIHvwgpdAjhctnzmx")
+    assert agent is not None and agent.startswith("agent api_key=acct_")
 
 
 def test_a_request_key_is_masked_where_an_answer_quotes_it_and_nowhere_else() -> None:

@@ -262,3 +262,26 @@ def test_a_key_an_answer_quotes_back_or_a_hint_holds_as_text_is_not_stored(
     assert "Incorrect API key provided" in text  # the message is kept, the key is not
     for secret in (key, portkey, "hunter2", "Tag123x"):
         assert secret not in text, secret
+
+
+def test_a_key_in_the_answers_usage_object_or_finish_reason_is_not_stored(
+    tmp_path: Path,
+) -> None:
+    # the usage object is kept as received (`raw_usage`), with whatever a gateway added to it
+    shaped, named = "sk-proj-" + "Hw4Jd8Lq2Vn6Rb1Xz9Mc3Tk7", "gw-7Qm2Xv9Lp4Rz8Nc1"
+    rec = capture_record(0)
+    answer = orjson.loads(rec["response"]["body"])
+    answer["usage"].update(gateway_note=f"billed to {shaped}", api_key=named)
+    answer["choices"][0]["finish_reason"] = f"stop {shaped}"
+    rec["response"]["body"] = orjson.dumps(answer).decode()
+    capture = tmp_path / "usage.jsonl"
+    capture.write_bytes(line(rec))
+    wh = tmp_path / "wh"
+    assert [(f.accepted, f.rejected) for f in run([capture], wh).files] == [(1, 0)]
+    text = _every_text(wh)
+    for secret in (shaped[8:], named):
+        assert secret not in text, secret
+    (row,) = pq.read_table(next((wh / "requests").rglob("*.parquet"))).to_pylist()
+    usage = orjson.loads(row["raw_usage"])  # still JSON, the counts as they were
+    assert usage["prompt_tokens"] == 1000 and usage["api_key"] == "[REDACTED]"
+    assert row["finish_reason"] == "stop [REDACTED]"

@@ -53,7 +53,7 @@ from pipeline.capture.exchange import (
 )
 from pipeline.capture.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, FsyncPolicy
 from pipeline.errors import NetworkError
-from pipeline.redact import redact_text, redact_url
+from pipeline.redact import redact_text, shown_url
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -233,7 +233,7 @@ class CaptureProxy:
         route = self.config.route_for(scope["path"], header_value(raw_headers, "host"))
         if route is None:
             # the path may carry a key (`...:generateContent;key=...`): shown redacted
-            shown = redact_text(redact_url(scope["path"]))
+            shown = shown_url(scope["path"])
             await _respond(send, 404, _error_body("no_route", f"no upstream for {shown}"))
             self.log(f"capture: no upstream configured for {shown!r}; answered 404")
             return
@@ -398,13 +398,13 @@ class CaptureProxy:
             status = rec.status if rec.status is not None else "---"
             ttfb = f"{rec.first_byte_ms:.0f}" if rec.first_byte_ms is not None else "-"
             self.log(
-                f"{status} {rec.method} {redact_url(rec.url)} {rec.body_bytes} B"
+                f"{status} {rec.method} {shown_url(rec.url)} {rec.body_bytes} B"
                 f" ttfb {ttfb} ms total {rec.end_ms or 0:.0f} ms {outcome}"
             )
 
 
 def _describe(exc: Exception, rec: ExchangeRecorder) -> str:
-    return f"{type(exc).__name__} talking to {redact_url(rec.url)}: {exc}"
+    return redact_text(f"{type(exc).__name__} talking to {shown_url(rec.url)}: {exc}")
 
 
 def _hints(headers: list[tuple[str, str]], route: UpstreamRoute) -> Hints:
@@ -602,7 +602,7 @@ def serve(
     for route in config.routes:
         where = f"host {route.host} " if route.host else ""
         entry = f"http://{shown}:{bound_port}{route.prefix.rstrip('/')}/..."
-        log(f"capture: {where}{entry} -> {redact_url(route.url)}")
+        log(f"capture: {where}{entry} -> {shown_url(route.url)}")
     log(f"capture: listening on http://{shown}:{bound_port}, writing to {out_dir} (Ctrl-C stops)")
     server = _Server(
         server_config(

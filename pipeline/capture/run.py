@@ -35,7 +35,7 @@ from pipeline.capture.proxy import (
 )
 from pipeline.capture.writer import CaptureWriter
 from pipeline.errors import NetworkError, UsageError
-from pipeline.redact import redact_url
+from pipeline.redact import shown_url
 
 Log = Callable[[str], None]
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -167,7 +167,7 @@ def run(
     server = _ProxyThread(app, sock, log, grace_seconds)
     for route in config.routes:
         entry = f"{proxy_url}{route.prefix.rstrip('/')}/..."
-        log(f"capture: {entry} -> {redact_url(route.url)}")
+        log(f"capture: {entry} -> {shown_url(route.url)}")
     log("capture: set for the command: " + " ".join(f"{k}={v}" for k, v in child_vars.items()))
     try:
         server.start()
