@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -35,6 +34,7 @@ from pipeline import (
     conversation_days,
     ctrl_c,
     day_folders,
+    dead_work,
     derived,
     prefix_days,
     prefix_groups,
@@ -136,7 +136,8 @@ def build(
     if not wh.exists():
         raise NotFoundError(f"no warehouse at {wh.root}", hint="run `cacheaudit ingest` first")
     out_dir = wh.root / derived.DERIVED_DIR
-    remove_dead_builds_work(out_dir)  # also when the views are current: the build that left it died
+    # also when the views are current: the build that left it died
+    dead_work.remove_dead_builds_work(out_dir)
     if (reused := nothing_to_build(wh, order, options, force)) is not None:
         return reused
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -263,38 +264,6 @@ def _build_views(
         session.stored(name, path)
         results.append(BuildResult(name, True, rows, time.perf_counter() - start))
     return results
-
-
-# What a build writes before its views are swapped in, named for its pid: a view's folder or
-# file, request_prefix's group work folder, a stamp
-_WORK = re.compile(r"^(?:\.\w+\.parquet\.(\d+)\.tmp(?:\.work)?|\w+\.stamp\.(\d+)\.tmp)$")
-
-
-def remove_dead_builds_work(out_dir: Path) -> int:
-    """Remove what builds that were killed (SIGKILL, SIGTERM, the OOM killer: no clean-up ran)
-    left in `out_dir`: a half-written view is as large as the stored one, and nothing else ever
-    removed it. Only a process that is gone leaves its work: builds run side by side under the
-    shared lock. Returns how many were removed."""
-    from pipeline.ingest_pool import pid_alive
-
-    removed = 0
-    try:
-        entries = list(out_dir.iterdir())
-    except OSError:
-        return 0
-    for path in entries:
-        match = _WORK.match(path.name)
-        if match is None:
-            continue
-        pid = int(match.group(1) or match.group(2))
-        if pid == os.getpid() or pid_alive(pid):
-            continue
-        try:
-            _remove(path)
-        except OSError:
-            continue  # removed meanwhile by another build, or not ours to remove
-        removed += 1
-    return removed
 
 
 def _compact(wh: Warehouse, out_dir: Path, progress: Callable[[str], None] | None) -> None:
