@@ -45,9 +45,9 @@ def _cli_with_ctrl_c_held() -> Callable[[], None]:
     initialises (it runs Python code then) kills the process instead of reaching our handler:
     orjson by a segfault, DuckDB by an abort ("Critical nanobind error"). Held back, a Ctrl-C
     meanwhile is raised as soon as the imports are done, as one at any other moment. Done while
-    this is the only thread (a thread started before would still take the signal). DuckDB is
-    imported here too, though the CLI imports it later, when threads may run: nearly every
-    command needs it, and `--help` pays its ~0.06 s."""
+    this is the only thread (a thread started before would still take the signal). DuckDB and
+    orjson are imported here too, though the CLI imports them later, when threads may run:
+    nearly every command needs them, and `--help` pays their ~0.06 s."""
     if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
         from pipeline.cli import main
 
@@ -56,6 +56,7 @@ def _cli_with_ctrl_c_held() -> Callable[[], None]:
 
     with ctrl_c.held():
         import duckdb  # noqa: F401
+        import orjson  # noqa: F401
 
         from pipeline.cli import main
     return main
