@@ -23,6 +23,7 @@ from pipeline.redact import (
     redact_url,
     secret_values,
 )
+from pipeline.stream_secrets import looks_streamed, mask_split_keys
 
 SCHEMA_VERSION = 1
 
@@ -87,7 +88,11 @@ def make_record(
         "hints": {"session_id": session_id, "agent": agent, "tags": tags or []},
     }
     if status is not None or response_body is not None:
-        resp_text, resp_enc = _body_field(response_body or b"")
+        body = response_body or b""
+        if looks_streamed(body):
+            # a key the model echoed back is cut across events: no one line shows its shape
+            body = mask_split_keys(body)
+        resp_text, resp_enc = _body_field(body)
         record["response"] = {
             "status": status,
             "headers": [list(h) for h in redact_headers(response_headers or [])],
