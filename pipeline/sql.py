@@ -22,6 +22,7 @@ from pipeline import compaction, ctrl_c, schema
 from pipeline.derived import MATERIALISED, fresh_derived, warehouse_state
 from pipeline.errors import QueryError
 from pipeline.period import Period, margin_days, parts_within, stored_files
+from pipeline.priced_by_days import compute_by_day_runs, day_runs
 from pipeline.raw_parts import raw_relation
 from pipeline.sql_catalog import Query, creation_order, load_queries, needed, views_named_in
 
@@ -124,7 +125,8 @@ def connect(
         days = period.read_days(margin_days(con, lookback=from_sql))
         snapshot = period_parts(snapshot, days)
     # days of many small sources are read from build's copies (pipeline/compaction.py)
-    for table, files in compaction.substitute(wh, snapshot).items():
+    parts = compaction.substitute(wh, snapshot)
+    for table, files in parts.items():
         _register_raw(con, table, files)
     for name in creation_order(queries):
         if name not in wanted:
@@ -132,6 +134,9 @@ def connect(
         derived = stored.get(name)
         if derived is not None:
             view_from_parquet(con, name, derived, days)
+        elif name in PRICED_ONCE and heavy_once and only is not None and days is None:
+            prefix = stored.get("request_prefix")
+            _priced_by_day_runs(con, queries[name], parts.get("requests", []), prefix)
         elif heavy_once and _once_per_session(name, named=only is not None, period=days):
             compute_once(con, queries[name])
         else:
@@ -196,6 +201,33 @@ def compute_once(con: duckdb.DuckDBPyConnection, q: Query) -> None:
         con.execute(f"CREATE TEMP TABLE {quoted(q.name)} AS {strip_final_semicolon(q.sql)}")
     except duckdb.Error as exc:
         raise QueryError(f"{q.path.name}: {one_line(exc)}") from exc
+
+
+def _priced_by_day_runs(
+    con: duckdb.DuckDBPyConnection, q: Query, files: list[Path], prefix: Path | None
+) -> None:
+    """request_costs of a whole-history session, computed once as a table, a run of days at a
+    time (pipeline/priced_by_days.py): whole, 10M requests spilled far past the memory cap.
+    Each run reads its own days of the stored request_prefix too (expected_cache's input):
+    scanning all of it for every run cost more than the pricing."""
+
+    def show_run(days: Period | None, parts: list[Path]) -> None:
+        _register_raw(con, "requests", parts)
+        if prefix is not None:
+            view_from_parquet(con, "request_prefix", prefix, days)
+
+    runs = day_runs(con, files)
+    if len(runs) < 2:
+        compute_once(con, q)
+        return
+    try:
+        compute_by_day_runs(con, quoted(q.name), strip_final_semicolon(q.sql), runs, show_run)
+    except duckdb.Error as exc:
+        raise QueryError(f"{q.path.name}: {one_line(exc)}") from exc
+    finally:
+        _register_raw(con, "requests", files)
+        if prefix is not None:
+            view_from_parquet(con, "request_prefix", prefix)
 
 
 def view_from_parquet(

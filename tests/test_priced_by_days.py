@@ -1,0 +1,99 @@
+"""A whole-history read prices its requests a run of days at a time (computed whole, 10M
+requests spilled far past the memory cap): the table it builds holds exactly the rows, in the
+order, of request_costs priced in one piece."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import priced_by_days
+from pipeline import sql as sqlmod
+from pipeline.demo import write_demo
+from pipeline.ingest import ingest
+from pipeline.materialise import build
+from pipeline.warehouse import Warehouse
+
+
+def _undated_cassette(path: Path) -> Path:
+    """One OpenAI call recorded by vcrpy without a Date header: its start is unknown."""
+    body = {"model": "gpt-4.1-mini-2025-04-14", "messages": [{"role": "user", "content": "hi"}]}
+    answer = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4.1-mini-2025-04-14",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203},
+    }
+    interaction = {
+        "request": {
+            "method": "POST",
+            "uri": "https://api.openai.com/v1/chat/completions",
+            "headers": {"Content-Type": ["application/json"]},
+            "body": json.dumps(body),
+        },
+        "response": {
+            "status": {"code": 200, "message": "OK"},
+            "headers": {"Content-Type": ["application/json"]},
+            "body": {"string": json.dumps(answer)},
+        },
+    }
+    path.write_text(json.dumps({"interactions": [interaction], "version": 1}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    root = tmp_path_factory.mktemp("priced")
+    capture = root / "capture.jsonl"
+    write_demo(capture, seed=7, sessions=24)
+    warehouse = Warehouse(root / "warehouse")
+    ingest([capture, _undated_cassette(root / "undated.json")], warehouse, workers=1)
+    build(warehouse)
+    return warehouse
+
+
+def _rows(con: Any) -> list[tuple[Any, ...]]:
+    return con.execute("SELECT * FROM request_costs").fetchall()
+
+
+def test_request_costs_priced_a_few_days_at_a_time_equal_those_priced_at_once(
+    wh: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs: list[int] = []
+    real = priced_by_days.compute_by_day_runs
+
+    def counting(*args: Any) -> None:
+        runs.append(len(args[3]))
+        real(*args)
+
+    monkeypatch.setattr(sqlmod, "compute_by_day_runs", counting)
+    monkeypatch.setattr(priced_by_days, "CHUNK_REQUESTS", 150)
+    by_runs = sqlmod.connect(wh, only=["request_costs"])
+    # the demo's week in runs of up to 150 requests (a day holds more: a run each), then the
+    # undated request alone
+    assert runs and runs[0] >= 5
+    whole = sqlmod.connect(wh)  # every view: request_costs a plain view, priced in one piece
+    expected = _rows(whole)
+    assert len(expected) > 1000 and any(r[1] is None for r in expected)  # started_at
+    assert _rows(by_runs) == expected
+    # the session reads every request again afterwards, and every stored day of the prefixes
+    for table in ("requests", "request_prefix"):
+        count = f"SELECT count(*) FROM {table}"
+        assert by_runs.execute(count).fetchall() == whole.execute(count).fetchall()
+
+
+def test_runs_are_whole_days_in_day_order_with_the_undated_parts_last(wh: Warehouse) -> None:
+    files = wh.snapshot(("requests",))["requests"]
+    con = sqlmod.connect(wh, only=["requests"])
+    runs = priced_by_days.day_runs(con, files, limit=150)
+    days = [d for d, _ in runs]
+    assert days[-1] is None and None not in days[:-1]
+    dated = [d for d in days if d is not None]
+    assert all(a.last < b.first for a, b in itertools.pairwise(dated))
+    assert sorted(p for _, parts in runs for p in parts) == sorted(files)
+    assert len(priced_by_days.day_runs(con, files, limit=10**9)) == 2  # the week, the undated
