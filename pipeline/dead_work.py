@@ -1,10 +1,11 @@
-"""What builds that were killed left in the derived folder, removed by the next build.
+"""What killed processes left behind, removed by a later run: their work named by their pid.
 
 A build writes each view, request_prefix's group work folder and each stamp under a temporary
-name carrying its pid, and swaps them in at the end. Killed (SIGKILL, SIGTERM, the OOM killer),
-it runs no clean-up: a half-written view is as large as the stored one, and nothing else ever
-removed it. Builds run side by side under the shared lock, so only the work of a process that
-is gone is removed.
+name carrying its pid, and swaps them in at the end; a reading command spills to a folder of
+its pid in the temporary directory. Killed (SIGKILL, SIGTERM, the OOM killer), a process runs
+no clean-up: a half-written view is as large as the stored one, a spill folder as large as what
+did not fit in memory, and nothing else ever removed them. Processes run side by side, so only
+the work of a process that is gone is removed (a pid alive now, even if reused, keeps its work).
 """
 
 from __future__ import annotations
@@ -12,35 +13,65 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 # A view's folder or file (`.request_prefix.parquet.<pid>.tmp`), its group work folder (the
 # same with `.work`), a stamp (`request_prefix.stamp.<pid>.tmp`).
 _WORK = re.compile(r"^(?:\.\w+\.parquet\.(\d+)\.tmp(?:\.work)?|\w+\.stamp\.(\d+)\.tmp)$")
+# The folder a reading command spills to (pipeline/sql.py).
+SPILL_PREFIX = "cacheaudit-spill-"
+_SPILL = re.compile(rf"^{re.escape(SPILL_PREFIX)}(\d+)$")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (a reused pid counts as alive: its work is kept)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: not one of ours, but its folder is not ours either
+    return True
 
 
 def remove_dead_builds_work(out_dir: Path) -> int:
     """Remove what builds whose process is gone left in `out_dir`; returns how many."""
-    from pipeline.ingest_pool import pid_alive
+    return remove_dead_work(out_dir, _WORK)
 
+
+def remove_dead_spill_folders(tmp_dir: Path | None = None) -> int:
+    """Remove the spill folders of reading commands whose process is gone from the temporary
+    directory (shared with other users: only this user's folders); returns how many."""
+    folder = Path(tempfile.gettempdir()) if tmp_dir is None else tmp_dir
+    return remove_dead_work(folder, _SPILL, own_only=True)
+
+
+def remove_dead_work(folder: Path, pattern: re.Pattern[str], *, own_only: bool = False) -> int:
+    """Remove the entries of `folder` whose name matches `pattern` (the pid in its first group
+    that matched) and whose process is gone; `own_only`: only those this user owns. Returns
+    how many were removed."""
     removed = 0
     try:
-        entries = list(out_dir.iterdir())
+        entries = list(folder.iterdir())
     except OSError:
         return 0
     for path in entries:
-        match = _WORK.match(path.name)
+        match = pattern.match(path.name)
         if match is None:
             continue
-        pid = int(match.group(1) or match.group(2))
+        pid = int(next(group for group in match.groups() if group is not None))
         if pid == os.getpid() or pid_alive(pid):
             continue
         try:
-            if path.is_dir():
+            # a folder of a shared directory may be another user's (its rmtree would half fail)
+            if own_only and path.lstat().st_uid != os.getuid():
+                continue
+            if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
         except OSError:
-            continue  # removed meanwhile by another build
+            continue  # removed meanwhile by another process
         removed += 1
     return removed

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import ctrl_c, fork_server
+from pipeline.dead_work import pid_alive
 from pipeline.errors import PipelineError
 from pipeline.fork_server import SCRATCH_PREFIX, scratch_dir
 from pipeline.ingest_plan import FileResult, Task
@@ -96,16 +97,6 @@ def _widen_pipe(q: Any) -> None:
 
 
 LEGACY_SCRATCH_AGE_S = 24 * 3600  # folders named before they carried a pid: this old, removed
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: not one of ours, but its folder is not ours either
-    return True
 
 
 def remove_stale_scratch() -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, ctrl_c, schema
+from pipeline import compaction, ctrl_c, dead_work, schema
 from pipeline.derived import MATERIALISED, fresh_derived, warehouse_state
 from pipeline.errors import QueryError
 from pipeline.period import Period, margin_days, parts_within, stored_files
@@ -56,6 +56,9 @@ PERIOD_MEMORY_LIMIT_BYTES = 1024**3
 # where the pricing spills past the memory cap. A period read keeps it a view (few days, and a
 # lower memory cap).
 PRICED_ONCE = ("request_costs",)
+# Whether this process has removed the spill folders of reading commands that were killed (once
+# per process: a command opens several sessions).
+_DEAD_SPILL_REMOVED = False
 
 
 def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
@@ -259,8 +262,14 @@ def build_memory_limit() -> int:
 def _limit_read_memory(con: duckdb.DuckDBPyConnection, cap: int | None = None) -> None:
     """Every reading command (report, summary, findings, sql...) holds no more than a build
     may (DuckDB's own default is 80% of RAM), a period read no more than `cap`, and spills
-    past it to a directory of this process, which DuckDB empties when the connection closes."""
-    spill = Path(tempfile.gettempdir()) / f"cacheaudit-spill-{os.getpid()}"
+    past it to a directory of this process, which DuckDB empties when the connection closes.
+    A process killed (SIGKILL) leaves its directory behind: the first read of each process
+    removes those of processes that are gone."""
+    global _DEAD_SPILL_REMOVED
+    if not _DEAD_SPILL_REMOVED:
+        _DEAD_SPILL_REMOVED = True
+        dead_work.remove_dead_spill_folders()
+    spill = Path(tempfile.gettempdir()) / f"{dead_work.SPILL_PREFIX}{os.getpid()}"
     limit = build_memory_limit() if cap is None else min(cap, build_memory_limit())
     con.execute("SET temp_directory = ?", [str(spill)])
     con.execute("SET memory_limit = ?", [f"{limit // 1024**2}MiB"])

@@ -48,6 +48,7 @@ import duckdb
 
 from pipeline import compaction, derived, schema, sql_catalog
 from pipeline import sql as sqlmod
+from pipeline.dead_work import pid_alive
 from pipeline.raw_parts import read_options
 from pipeline.sql_text import quoted, strip_final_semicolon
 from pipeline.user_cache import cache_dir
@@ -281,8 +282,6 @@ def _remove_dead_writers_files(wh: Warehouse) -> None:
     """Remove the temporary files (4 MB and more each) of writers of this file that were killed
     (SIGKILL, SIGTERM: no clean-up ran): nothing else ever removed them. Only those of
     processes that are gone: writers run side by side under the shared lock."""
-    from pipeline.ingest_pool import pid_alive
-
     for path in wh.root.glob(f".{DB_NAME}.*.tmp*"):
         pid = path.name.removeprefix(f".{DB_NAME}.").split(".", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
