@@ -22,6 +22,10 @@ _WORK = re.compile(r"^(?:\.\w+\.parquet\.(\d+)\.tmp(?:\.work)?|\w+\.stamp\.(\d+)
 # The folder a reading command spills to (pipeline/sql.py).
 SPILL_PREFIX = "cacheaudit-spill-"
 _SPILL = re.compile(rf"^{re.escape(SPILL_PREFIX)}(\d+)$")
+# A report's page or manifest being written (`.2026-W48.html.<pid>.tmp`, pipeline/reports/
+# weekly.py) and the Vega bundle being cached (`.vega-bundle-<versions>.js.<pid>.tmp`).
+REPORT_PAGE = re.compile(r"^\.[^/]+\.(?:html|json)\.(\d+)\.tmp$")
+VEGA_BUNDLE = re.compile(r"^\.vega-bundle-[^/]+\.js\.(\d+)\.tmp$")
 
 
 def pid_alive(pid: int) -> bool:
@@ -47,10 +51,12 @@ def remove_dead_spill_folders(tmp_dir: Path | None = None) -> int:
     return remove_dead_work(folder, _SPILL, own_only=True)
 
 
-def remove_dead_work(folder: Path, pattern: re.Pattern[str], *, own_only: bool = False) -> int:
+def remove_dead_work(
+    folder: Path, pattern: re.Pattern[str], *, own_only: bool = False, files_only: bool = False
+) -> int:
     """Remove the entries of `folder` whose name matches `pattern` (the pid in its first group
-    that matched) and whose process is gone; `own_only`: only those this user owns. Returns
-    how many were removed."""
+    that matched) and whose process is gone; `own_only`: only those this user owns;
+    `files_only`: never a folder. Returns how many were removed."""
     removed = 0
     try:
         entries = list(folder.iterdir())
@@ -68,6 +74,8 @@ def remove_dead_work(folder: Path, pattern: re.Pattern[str], *, own_only: bool =
             if own_only and path.lstat().st_uid != os.getuid():
                 continue
             if path.is_dir() and not path.is_symlink():
+                if files_only:
+                    continue
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)

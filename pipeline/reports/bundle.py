@@ -14,6 +14,7 @@ from importlib.metadata import version
 import altair as alt
 import vl_convert as vlc
 
+from pipeline import dead_work
 from pipeline.errors import DataError
 from pipeline.user_cache import cache_dir
 
@@ -47,6 +48,8 @@ def javascript() -> str:
     js = _make_bundle(vl_version)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # a report killed while it wrote the bundle (2 MB) left its temporary file for good
+        dead_work.remove_dead_work(path.parent, dead_work.VEGA_BUNDLE, files_only=True)
         tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
         tmp.write_text(js, encoding="utf-8")
         tmp.replace(path)
