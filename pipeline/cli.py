@@ -163,6 +163,7 @@ def ingest(
     from pipeline.errors import UsageError
     from pipeline.ingest import ingest as run_ingest
     from pipeline.input_files import expand
+    from pipeline.reports.numbers import count
     from pipeline.warehouse import Warehouse
 
     if workers is not None and workers < 1:
@@ -205,11 +206,13 @@ def ingest(
             err(f"{f.source}: already ingested (unchanged); --force to redo")
         else:
             err(
-                f"{f.source} [{f.format}]: {f.records} records = {f.accepted} accepted"
+                f"{f.source} [{f.format}]: {count(f.records, 'record', grouping=False)}"
+                f" = {f.accepted} accepted"
                 f" + {f.rejected} rejected + {f.skipped} skipped"
             )
     err(
-        f"total: {result.total('records')} records = {result.total('accepted')} accepted"
+        f"total: {count(result.total('records'), 'record', grouping=False)}"
+        f" = {result.total('accepted')} accepted"
         f" + {result.total('rejected')} rejected + {result.total('skipped')} skipped"
         f" -> {warehouse}"
     )

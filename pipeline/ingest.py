@@ -55,6 +55,7 @@ from pipeline.ingest_plan import (
 from pipeline.ingest_pool import ProgressFn, Run, WorkerPool, remove_stale_scratch, run_inline
 from pipeline.ingest_worker import Options, unreadable_reason
 from pipeline.normalise import SEGMENT_HASHING
+from pipeline.reports.numbers import count
 from pipeline.sources import detect_format
 from pipeline.sources.capture import redact_excerpt
 from pipeline.warehouse import LOCK_NAME, TABLES, Warehouse, key_of
@@ -298,8 +299,8 @@ def changed_under_us(fr: FileResult) -> str | None:
         return "replaced by another file while it was being ingested"
     if now[1] < fr.size_bytes:
         return (
-            f"cut short while it was being ingested ({now[1]} of the {fr.size_bytes} bytes"
-            " hashed are left)"
+            f"cut short while it was being ingested ({now[1]} of the"
+            f" {count(fr.size_bytes, 'byte', grouping=False)} hashed are left)"
         )
     if now[1] == size and now[2] != mtime:
         return "rewritten while it was being ingested"

@@ -17,6 +17,7 @@ import xxhash
 
 from pipeline.ingest_plan import FileResult, file_windows
 from pipeline.normalise import SEGMENT_HASHING
+from pipeline.reports.numbers import count
 from pipeline.warehouse import Warehouse, key_of
 
 Manifest = dict[str, tuple[str, dict[str, Any]]]  # `Warehouse.manifest_index`
@@ -74,8 +75,9 @@ def supersede(known: Manifest, path: Path, digest: str) -> list[tuple[str, str]]
         ):
             replaced.append((stem, old))
             print(
-                f"{path}: changed since it was ingested ({row['records']} records, "
-                f"{row['size_bytes']} bytes); replacing those rows",
+                f"{path}: changed since it was ingested"
+                f" ({count(int(row['records']), 'record', grouping=False)},"
+                f" {count(int(row['size_bytes']), 'byte', grouping=False)}); replacing those rows",
                 file=sys.stderr,
             )
     return replaced

@@ -38,7 +38,7 @@ def test_a_capture_that_grew_since_it_was_ingested_replaces_its_earlier_rows(
     assert len(table(wh, "segments")) == 4  # 2 requests x (system + user), none twice
     manifest = table(wh, "sources")
     assert [(m["records"], m["size_bytes"]) for m in manifest] == [(2, capture.stat().st_size)]
-    assert "live.jsonl: changed since it was ingested (1 records" in capsys.readouterr().err
+    assert "live.jsonl: changed since it was ingested (1 record, " in capsys.readouterr().err
 
 
 def test_the_same_file_named_by_a_relative_and_an_absolute_path_is_one_source(

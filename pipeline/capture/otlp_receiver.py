@@ -32,6 +32,7 @@ from pipeline.capture.config import exposure_warning, parse_listen
 from pipeline.capture.proxy import KEEP_ALIVE_SECONDS, _Server, bind, stderr_log, url_host
 from pipeline.capture.writer import CaptureWriter
 from pipeline.redact import REDACTED, is_secret_name, redact_query, redact_text, redact_url
+from pipeline.reports.numbers import count
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -289,5 +290,8 @@ def serve(out_dir: Path, listen: str, *, log: Log = stderr_log) -> OtlpReceiver:
         writer.close()
         sock.close()
     refused = f"; {app.unwritten} refused with 503 (file not written)" if app.unwritten else ""
-    log(f"capture otlp: stopped; {app.exports} exports, {app.spans} spans written{refused}")
+    log(
+        f"capture otlp: stopped; {count(app.exports, 'export', grouping=False)},"
+        f" {count(app.spans, 'span', grouping=False)} written{refused}"
+    )
     return app

@@ -54,6 +54,7 @@ from pipeline.capture.exchange import (
 from pipeline.capture.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, FsyncPolicy
 from pipeline.errors import NetworkError
 from pipeline.redact import redact_text, shown_url
+from pipeline.reports.numbers import count
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -114,7 +115,8 @@ class Stats:
             detail = ", ".join(f"{n} {k}" for k, n in sorted(self.since_summary.items()))
             total = sum(self.outcomes.values())
             self.since_summary.clear()
-        head = f"capture: {recent} exchanges in the last {seconds:g}s ({detail})"
+        recent_text = count(recent, "exchange", grouping=False)
+        head = f"capture: {recent_text} in the last {seconds:g}s ({detail})"
         return f"{head}; {total} total -> {where}"
 
 
@@ -196,7 +198,7 @@ class CaptureProxy:
             kinds = sorted((k, n) for k, n in self.stats.outcomes.items() if k != UNRECORDED and n)
             detail = ", ".join(f"{n} {k}" for k, n in kinds)
             tail = f"; {lost} not recorded (the file could not be written)" if lost else ""
-            recorded = f"{total} exchange{'' if total == 1 else 's'} recorded"
+            recorded = f"{count(total, 'exchange', grouping=False)} recorded"
             self.log(f"capture: stopped; {recorded} ({detail or 'none'}){tail}")
             return
         line = self.stats.summary(seconds, where)
@@ -565,9 +567,9 @@ class _UvicornLines(logging.Filter):
             return True
         msg = str(record.msg)
         if msg.startswith(self.CUT_PREFIX) and "graceful shutdown" in msg:
-            count = record.args[0] if isinstance(record.args, tuple) and record.args else "the"
+            cut = record.args[0] if isinstance(record.args, tuple) and record.args else "the"
             self.log(
-                f"capture: shutdown grace time over; cutting {count} exchange(s) still in"
+                f"capture: shutdown grace time over; cutting {cut} exchange(s) still in"
                 " flight (recorded as interrupted)"
             )
             return False

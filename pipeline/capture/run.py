@@ -216,12 +216,14 @@ def _run_child(command: Sequence[str], env: dict[str, str], log: Log) -> int:
 def ingest_capture(files: Sequence[Path], warehouse: Path, log: Log = stderr_log) -> int:
     """Ingest what one run recorded; returns the accepted count."""
     from pipeline.ingest import ingest
+    from pipeline.reports.numbers import count
     from pipeline.warehouse import Warehouse
 
     result = ingest(list(files), Warehouse(warehouse), workers=1)
     log(
-        f"capture: ingested {result.total('records')} records = {result.total('accepted')}"
-        f" accepted + {result.total('rejected')} rejected + {result.total('skipped')} skipped"
+        f"capture: ingested {count(result.total('records'), 'record', grouping=False)}"
+        f" = {result.total('accepted')} accepted + {result.total('rejected')} rejected"
+        f" + {result.total('skipped')} skipped"
         f" -> {warehouse}"
     )
     from pipeline import warehouse_db

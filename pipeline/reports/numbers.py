@@ -16,9 +16,10 @@ MONEY_DECIMALS = 4
 NOISE_DECIMALS = 10
 
 
-def count(n: int, noun: str, plural: str | None = None) -> str:
-    """`1 request`, `2 requests`: captions and summary lines read as sentences."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+def count(n: int, noun: str, plural: str | None = None, *, grouping: bool = True) -> str:
+    """`1 request`, `2 requests`: captions and summary lines read as sentences. `grouping`
+    off: `16000 records`, for lines scripts read the numbers of (ingest's counts)."""
+    return f"{n:{',' if grouping else ''}} {noun if n == 1 else plural or noun + 's'}"
 
 
 def money(value: float, *, grouping: bool = True) -> str:
