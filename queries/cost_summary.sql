@@ -1,8 +1,9 @@
 -- name: cost_summary
 -- inputs: request_costs, price_digest_source
 -- output: one row per currency of the priced requests (never converted), plus one row with
---   currency NULL for the requests that could not be priced, their count by reason. Every row
---   repeats the coverage: share of requests and of tokens priced, over the whole warehouse.
+--   currency NULL for the requests that could not be priced (when some could not), their
+--   count by reason. Every row repeats the coverage: share of requests and of tokens priced,
+--   over the whole warehouse.
 --   Priced means cost_total IS NOT NULL, as in report_weekly_cost and report_cost_daily:
 --   request_costs gives every cost_total a currency (a reported cost of unknown currency is
 --   not a cost_total), so the priced rows are exactly the rows with a currency here.
@@ -71,6 +72,9 @@ unpriced AS (
         count(*)                                                        AS requests_ideal_unknown
     FROM source
     WHERE cost_total IS NULL
+    -- no row when every request is priced (or there is none): a NULL-currency row of 0
+    -- requests read as a currency of its own; the unpriced count stays on every row (coverage)
+    HAVING count(*) > 0
 ),
 
 final AS (

@@ -336,3 +336,29 @@ def test_summary_by_without_a_period_counts_the_requests_without_a_start_time(
     # a period holds only dated requests
     since = cli("summary", "--by", "day", "--since", "2026-11-01", "-f", "json", "-w", str(wh))
     assert {r["group"]: r["requests"] for r in json.loads(since.stdout)} == {"2026-11-16": 2}
+
+
+def test_summary_json_lists_no_unpriced_cost_row_when_every_request_is_priced(
+    tmp_path: Path, cli: Any
+) -> None:
+    from test_ingest_support import capture_record, line
+
+    priced = tmp_path / "priced.jsonl"
+    priced.write_bytes(b"".join(line(capture_record(i, record_id=f"r{i}")) for i in range(2)))
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(priced), "-w", str(wh), "--workers", "1").returncode == 0
+    out = cli("summary", "-w", str(wh), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    [headline] = json.loads(out.stdout)
+    # a row of currency null and 0 requests read as a currency of its own
+    [usd] = headline["costs"]
+    assert (usd["currency"], usd["requests"], usd["requests_unpriced"]) == ("USD", 2, 0)
+
+    # one request the prices do not cover: its row is back, and the count is on every row
+    unknown = capture_record(5, record_id="r5")
+    unknown["response"]["body"] = unknown["response"]["body"].replace("gpt-4.1-mini", "house")
+    (tmp_path / "unpriced.jsonl").write_bytes(line(unknown))
+    assert cli("ingest", str(tmp_path / "unpriced.jsonl"), "-w", str(wh)).returncode == 0
+    [headline] = json.loads(cli("summary", "-w", str(wh), "--format", "json").stdout)
+    rows = [(c["currency"], c["requests"], c["requests_unpriced"]) for c in headline["costs"]]
+    assert rows == [("USD", 2, 1), (None, 1, 1)]
