@@ -20,6 +20,9 @@ class ExitCode(IntEnum):
     NETWORK = 6  # an upstream or listening socket failed
     LIMIT = 7  # `check`: the cache breaks exceed a limit the user set (a CI gate failed)
     BUG = 70
+    # `capture run`: its COMMAND could not be started; the codes a shell gives for the same
+    CANNOT_RUN = 126  # found, but not executable (a folder, no permission, not a program)
+    COMMAND_NOT_FOUND = 127
 
 
 class PipelineError(Exception):
@@ -63,6 +66,18 @@ class WarehouseError(PipelineError):
 
 class WarehouseBusy(WarehouseError):
     """Another process holds the warehouse lock, and the caller asked not to wait for it."""
+
+
+class CommandNotFound(PipelineError):
+    """`capture run`: no such command (on PATH, or at the path given)."""
+
+    exit_code = ExitCode.COMMAND_NOT_FOUND
+
+
+class CommandCannotRun(PipelineError):
+    """`capture run`: the command exists but cannot be started."""
+
+    exit_code = ExitCode.CANNOT_RUN
 
 
 class LimitExceeded(PipelineError):

@@ -256,20 +256,46 @@ def test_a_child_that_dies_of_sigkill_gives_137_and_the_calls_before_it(
     assert row["input_tokens"] == _sdk_usage(tmp_path)[0]["usage"]["prompt_tokens"]
 
 
-def test_a_command_that_does_not_exist_is_a_one_line_usage_error(tmp_path: Path) -> None:
-    result = subprocess.run(
+def _run_command(tmp_path: Path, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             *(sys.executable, "-m", "pipeline", "capture", "run", "--out", str(tmp_path / "c")),
-            *("--warehouse", str(tmp_path / "wh"), "--", "no-such-command-cacheaudit"),
+            *("--warehouse", str(tmp_path / "wh"), "--", command),
         ],
         capture_output=True,
         text=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert result.returncode == 2
-    assert "error: command not found: no-such-command-cacheaudit" in result.stderr
-    assert "Traceback" not in result.stderr
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [x for x in stderr.splitlines() if not x.startswith("capture: ")]
+
+
+def test_a_command_that_does_not_exist_is_a_one_line_error_and_exit_127_as_in_a_shell(
+    tmp_path: Path,
+) -> None:
+    result = _run_command(tmp_path, "no-such-command-cacheaudit")
+    assert result.returncode == 127  # was 2: a script testing for a shell's 127 missed it
+    assert _error_lines(result.stderr) == ["error: command not found: no-such-command-cacheaudit"]
+
+
+@pytest.mark.parametrize("kind", ["not executable", "a folder", "its #! names nothing"])
+def test_a_command_that_cannot_be_run_is_a_one_line_error_and_exit_126_as_in_a_shell(
+    tmp_path: Path, kind: str
+) -> None:
+    target = tmp_path / "agent"
+    if kind == "a folder":
+        target.mkdir()
+    else:
+        first = "#!/no/such/interpreter" if kind.startswith("its") else "#!/bin/sh"
+        target.write_text(f"{first}\necho hi\n")
+        target.chmod(0o755 if kind.startswith("its") else 0o644)
+    result = _run_command(tmp_path, str(target))
+    assert result.returncode == 126, result.stderr
+    [line] = _error_lines(result.stderr)
+    assert line.startswith(f"error: cannot run {target}: "), line
 
 
 def test_each_provider_routes_to_the_users_own_base_url_or_its_public_api() -> None:

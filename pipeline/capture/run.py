@@ -34,7 +34,7 @@ from pipeline.capture.proxy import (
     stderr_log,
 )
 from pipeline.capture.writer import CaptureWriter
-from pipeline.errors import NetworkError, UsageError
+from pipeline.errors import CommandCannotRun, CommandNotFound, NetworkError, UsageError
 from pipeline.redact import shown_url
 
 Log = Callable[[str], None]
@@ -183,9 +183,14 @@ def _run_child(command: Sequence[str], env: dict[str, str], log: Log) -> int:
     try:
         child = subprocess.Popen(list(command), env=env)
     except FileNotFoundError as exc:
-        raise UsageError(f"command not found: {command[0]}") from exc
-    except PermissionError as exc:
-        raise UsageError(f"cannot run {command[0]}: permission denied") from exc
+        if os.sep in command[0] and Path(command[0]).exists():  # a script's #! names nothing
+            raise CommandCannotRun(
+                f"cannot run {command[0]}: the interpreter its #! line names was not found"
+            ) from exc
+        raise CommandNotFound(f"command not found: {command[0]}") from exc
+    except OSError as exc:  # no permission, a folder, not a program (exec format error)
+        reason = (exc.strerror or str(exc)).lower()
+        raise CommandCannotRun(f"cannot run {command[0]}: {reason}") from exc
 
     def forward(sig: int, frame: FrameType | None) -> None:
         if child.poll() is None and not _terminal_sent_it(sig):

@@ -166,7 +166,8 @@ def run(
     A base URL you had set already stays that route's upstream. The rest
     of the environment (your API keys) passes unchanged; keys are
     forwarded, never written. Ctrl-C and SIGTERM go to COMMAND; the exit
-    code is COMMAND's (128+N when signal N ended it).
+    code is COMMAND's (128+N when signal N ended it), or as a shell's: 127
+    when COMMAND is not found, 126 when it cannot be run.
 
     Example: cacheaudit capture run -- python my_agent.py --task fix-tests
     """
