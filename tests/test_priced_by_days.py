@@ -5,11 +5,10 @@ order, of request_costs priced in one piece."""
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.cassettes import undated_cassette
 
 from pipeline import priced_by_days
 from pipeline import sql as sqlmod
@@ -19,40 +18,13 @@ from pipeline.materialise import build
 from pipeline.warehouse import Warehouse
 
 
-def _undated_cassette(path: Path) -> Path:
-    """One OpenAI call recorded by vcrpy without a Date header: its start is unknown."""
-    body = {"model": "gpt-4.1-mini-2025-04-14", "messages": [{"role": "user", "content": "hi"}]}
-    answer = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "gpt-4.1-mini-2025-04-14",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}],
-        "usage": {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203},
-    }
-    interaction = {
-        "request": {
-            "method": "POST",
-            "uri": "https://api.openai.com/v1/chat/completions",
-            "headers": {"Content-Type": ["application/json"]},
-            "body": json.dumps(body),
-        },
-        "response": {
-            "status": {"code": 200, "message": "OK"},
-            "headers": {"Content-Type": ["application/json"]},
-            "body": {"string": json.dumps(answer)},
-        },
-    }
-    path.write_text(json.dumps({"interactions": [interaction], "version": 1}))
-    return path
-
-
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     root = tmp_path_factory.mktemp("priced")
     capture = root / "capture.jsonl"
     write_demo(capture, seed=7, sessions=24)
     warehouse = Warehouse(root / "warehouse")
-    ingest([capture, _undated_cassette(root / "undated.json")], warehouse, workers=1)
+    ingest([capture, undated_cassette(root / "undated.json")], warehouse, workers=1)
     build(warehouse)
     return warehouse
 

@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
+from fixtures.cassettes import undated_cassette
 from test_report_support import EVIL, ROWS, request, write_requests
 
 from pipeline.errors import NotFoundError, UsageError
@@ -456,29 +457,7 @@ def test_report_weekly_of_only_undated_requests_says_they_have_no_week_not_that_
 ) -> None:
     # a cassette without Date headers gave "error: the warehouse has no requests", though
     # `summary` counted its request
-    body = {"model": "gpt-4.1-2025-04-14", "messages": [{"role": "user", "content": "hi"}]}
-    answer = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "gpt-4.1-2025-04-14",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}],
-        "usage": {"prompt_tokens": 1200, "completion_tokens": 3, "total_tokens": 1203},
-    }
-    interaction = {
-        "request": {
-            "method": "POST",
-            "uri": "https://api.openai.com/v1/chat/completions",
-            "headers": {"Content-Type": ["application/json"]},
-            "body": json.dumps(body),
-        },
-        "response": {
-            "status": {"code": 200, "message": "OK"},
-            "headers": {"Content-Type": ["application/json"]},
-            "body": {"string": json.dumps(answer)},
-        },
-    }
-    cassette = tmp_path / "cassette.json"
-    cassette.write_text(json.dumps({"interactions": [interaction], "version": 1}), "utf-8")
+    cassette = undated_cassette(tmp_path / "cassette.json", model="gpt-4.1-2025-04-14")
     wh = tmp_path / "wh"
     assert cli("ingest", str(cassette), "-w", str(wh)).returncode == 0
     done = cli("report", "weekly", "-w", str(wh), "-o", str(tmp_path / "out"))

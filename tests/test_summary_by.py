@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.cassettes import undated_cassette
 
 from pipeline import schema, sql_catalog
 from pipeline import sql as sqlmod
@@ -285,35 +286,8 @@ def test_a_request_without_prompt_segments_has_unknown_breaks_not_zero(tmp_path:
 
 
 def _undated_cassette(path: Path) -> Path:
-    """One OpenAI call recorded by vcrpy without a Date header: its start is unknown."""
-    body = {"model": "gpt-4.1-mini-2025-04-14", "messages": [{"role": "user", "content": "hi"}]}
-    answer = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "gpt-4.1-mini-2025-04-14",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}],
-        "usage": {
-            "prompt_tokens": 1200,
-            "completion_tokens": 3,
-            "total_tokens": 1203,
-            "prompt_tokens_details": {"cached_tokens": 1024},
-        },
-    }
-    interaction = {
-        "request": {
-            "method": "POST",
-            "uri": "https://api.openai.com/v1/chat/completions",
-            "headers": {"Content-Type": ["application/json"]},
-            "body": json.dumps(body),
-        },
-        "response": {
-            "status": {"code": 200, "message": "OK"},
-            "headers": {"Content-Type": ["application/json"]},
-            "body": {"string": json.dumps(answer)},
-        },
-    }
-    path.write_text(json.dumps({"interactions": [interaction], "version": 1}), "utf-8")
-    return path
+    """One OpenAI call recorded without a Date header: 1,200 input tokens, 1,024 cached."""
+    return undated_cassette(path, cached=1024)
 
 
 def test_summary_by_without_a_period_counts_the_requests_without_a_start_time(
