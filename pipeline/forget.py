@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import NotFoundError, WarehouseError
-from pipeline.ingest_claims import same_file
+from pipeline.ingest_claims import same_file, under_folder
 from pipeline.period import day_of
 from pipeline.warehouse import TABLES, Warehouse, key_of
 
@@ -64,8 +64,9 @@ class ForgetResult:
 
 
 def forget(wh: Warehouse, paths: list[Path]) -> ForgetResult:
-    """Remove every generation of the sources ingested from `paths`. Nothing is removed when a
-    path names no source (NotFoundError); the lock is held exclusively meanwhile. A path a
+    """Remove every generation of the sources ingested from `paths` (a path naming no file
+    ingested but a folder: those ingested from inside it). Nothing is removed when a path names
+    no source (NotFoundError); the lock is held exclusively meanwhile. A path a
     forget that did not finish was removing (`PENDING`) is found there, and its removal done
     again; `finish` ends it once the stored views are built again."""
     if not wh.exists():
@@ -79,6 +80,9 @@ def forget(wh: Warehouse, paths: list[Path]) -> ForgetResult:
         for path in paths:
             found = [(stem, row) for stem, row in index.values() if same_file(row, path)]
             begun = [f for f in pending if same_file(asdict(f), path)]
+            if not found and not begun:  # a folder: every file ingested from inside it
+                found = [(stem, row) for stem, row in index.values() if under_folder(row, path)]
+                begun = [f for f in pending if under_folder(asdict(f), path)]
             if not found and not begun:
                 missing.append(str(path))
             matched.update((key_of(stem), (stem, row)) for stem, row in found)

@@ -43,6 +43,13 @@ def same_file(row: dict[str, Any], path: Path) -> bool:
     return given == str(path) or resolved_path(given) == resolved_path(path)
 
 
+def under_folder(row: dict[str, Any], folder: Path) -> bool:
+    """Whether a manifest row is of a file that was inside `folder` (at any depth) when it was
+    ingested; the folder need not exist any more."""
+    recorded = row.get("source_path") or resolved_path(str(row["source"]))
+    return str(recorded).startswith(resolved_path(folder).rstrip(os.sep) + os.sep)
+
+
 def _starts_with(path: Path, size: int, digest: str) -> bool:
     """Whether the file's first `size` bytes hash to `digest`: the content ingested then, since
     grown (a capture still being appended to), not replaced or rotated away."""

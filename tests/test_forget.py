@@ -130,3 +130,25 @@ def test_the_compacted_copy_of_a_forgotten_files_day_goes_with_it(tmp_path: Path
     assert forgotten not in _compacted_request_ids(wh)
     con = sql.connect(Warehouse(wh))
     assert con.execute("SELECT count(*) FROM requests").fetchone() == (7,)
+
+
+def test_forgetting_a_folder_forgets_every_file_ingested_from_inside_it(tmp_path: Path) -> None:
+    steady = "You are a careful analyst. " * 60
+    inside = [tmp_path / "capture" / "a.jsonl", tmp_path / "capture" / "day2" / "b.jsonl"]
+    # a folder whose name starts like the forgotten one's is not inside it
+    beside = tmp_path / "capture2" / "c.jsonl"
+    for i, path in enumerate([*inside, beside]):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_conversation(path.stem, [steady, steady], 10 * i))
+    wh = tmp_path / "wh"
+    ingested = run_cli("ingest", str(tmp_path / "capture"), str(beside), "-w", str(wh))
+    assert ingested.returncode == 0, ingested.stderr
+    for path in inside:  # the folder need not exist any more
+        path.unlink()
+    (tmp_path / "capture" / "day2").rmdir()
+    (tmp_path / "capture").rmdir()
+    done = run_cli("forget", str(tmp_path / "capture"), "-w", str(wh))
+    assert done.returncode == 0, done.stderr
+    assert "forgot 2 requests" in done.stderr and done.stderr.count("forgot") == 2
+    con = sql.connect(Warehouse(wh))
+    assert con.execute("SELECT DISTINCT session_id FROM requests").fetchall() == [("c",)]

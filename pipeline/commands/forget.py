@@ -23,7 +23,7 @@ def forget(
         list[Path],
         typer.Argument(
             help="Files as they were ingested (the path, relative or absolute; the file need"
-            " not exist any more).",
+            " not exist any more), or folders: every file ingested from inside one.",
             show_default=False,
         ),
     ],
@@ -44,6 +44,8 @@ def forget(
     later files that held it too: ingest those again with --force.
 
     $ cacheaudit forget capture/capture-20261201T10Z-p4242.jsonl
+
+    $ cacheaudit forget capture/   # every file ingested from the folder
     """
     from pipeline import materialise, warehouse_db
     from pipeline.derived import DERIVED_DIR
