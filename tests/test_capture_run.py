@@ -278,7 +278,9 @@ def test_a_command_that_does_not_exist_is_a_one_line_error_and_exit_127_as_in_a_
 ) -> None:
     result = _run_command(tmp_path, "no-such-command-cacheaudit")
     assert result.returncode == 127  # was 2: a script testing for a shell's 127 missed it
-    assert _error_lines(result.stderr) == ["error: command not found: no-such-command-cacheaudit"]
+    # the one line a shell says: no proxy started, no capture folder made for nothing
+    assert result.stderr.splitlines() == ["error: command not found: no-such-command-cacheaudit"]
+    assert not (tmp_path / "c").exists()
 
 
 @pytest.mark.parametrize("kind", ["not executable", "a folder", "its #! names nothing"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -154,6 +155,9 @@ def run(
     if not command:
         raise UsageError("no command to run", hint="cacheaudit capture run -- python agent.py")
     env = dict(os.environ if environ is None else environ)
+    if os.sep not in command[0] and shutil.which(command[0], path=env.get("PATH")) is None:
+        # said before the proxy starts and the capture folder is made: the one line a shell says
+        raise CommandNotFound(f"command not found: {command[0]}")
     sock = listening_socket("127.0.0.1", 0, hint="no free loopback port")
     port = sock.getsockname()[1]
     proxy_url = f"http://127.0.0.1:{port}"
