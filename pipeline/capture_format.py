@@ -23,7 +23,12 @@ from pipeline.redact import (
     redact_url,
     secret_values,
 )
-from pipeline.stream_secrets import looks_streamed, mask_split_keys
+from pipeline.stream_secrets import (
+    looks_like_event_stream,
+    looks_streamed,
+    mask_event_stream,
+    mask_split_keys,
+)
 
 SCHEMA_VERSION = 1
 
@@ -92,6 +97,8 @@ def make_record(
         if looks_streamed(body):
             # a key the model echoed back is cut across events: no one line shows its shape
             body = mask_split_keys(body)
+        elif looks_like_event_stream(body):
+            body = mask_event_stream(body)
         resp_text, resp_enc = _body_field(body)
         record["response"] = {
             "status": status,

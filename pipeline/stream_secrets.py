@@ -13,17 +13,25 @@ joined text, and each masked byte is masked in the piece it came from: a `*` ove
 that wrote it (a whole `\\uXXXX` escape for an escaped character). Masks keep their length, so
 byte counts, chunk offsets and the JSON of every event stay valid.
 
-Pure Python with no pyarrow, like the writer: the mitmproxy addon runs it in mitmproxy's own
-environment.
+Bedrock's streams are AWS event streams (binary frames, each with a CRC): there the JSON of
+every message (for InvokeModel, the event inside each chunk's base64) is read the same way,
+whole values included, and each changed message gets its CRC again: the writer's masking of the
+raw bytes cannot see inside base64, and would break the CRC of any message it changed.
+
+Without pyarrow (the mitmproxy addon runs in mitmproxy's own environment) every masking rule
+runs on every field, as in the writer.
 """
 
 from __future__ import annotations
 
+import base64
 import re
+import zlib
 from typing import Any
 
 import orjson
 
+from pipeline.eventstream import EventStreamError, iter_eventstream
 from pipeline.redact import mask_secrets_each
 
 # A JSON string token, and whether a `:` follows it (then it is a field name). Scanned left to
@@ -53,12 +61,67 @@ def mask_split_keys(body: bytes) -> bytes:
     """`body` with every secret the joined text of its string fields holds masked in place,
     piece by piece; the body itself when there is none (the common case: one scan of the body
     and one masking pass per field name)."""
-    # each field name's text, put together (a name with one value is whole already: the
-    # writer's masking sees it as it is)
+    return _mask_documents([body], whole_values=False)[0]
+
+
+def looks_like_event_stream(body: bytes) -> bool:
+    """Whether `body` starts as an AWS event stream (Bedrock ConverseStream, InvokeModel with
+    a response stream): its first message's prelude CRC matches."""
+    return len(body) >= 16 and zlib.crc32(body[:8]) == int.from_bytes(body[8:12], "big")
+
+
+def mask_event_stream(body: bytes) -> bytes:
+    """An AWS event stream with every secret its messages' text holds masked, each message's
+    CRC computed again. A message's JSON is its payload, or for InvokeModel's PayloadPart
+    (`{"bytes": "<base64>"}`) the event the base64 carries, masked and encoded again (same
+    length). Whole values count too: the writer's masking of the raw bytes would break the
+    CRC of the message it masked, and cannot see inside base64 at all. A body that is not a
+    valid event stream is returned as it came."""
+    try:
+        messages = list(iter_eventstream(body))
+    except EventStreamError:
+        return body
+    docs = [_inner_json(m.payload) for m in messages]
+    masked = _mask_documents([inner for inner, _ in docs], whole_values=True)
+    out: bytearray | None = None
+    start = 0
+    for message, (inner, encoded), new in zip(messages, docs, masked, strict=True):
+        if new != inner:
+            payload = message.payload
+            if encoded is not None:  # a PayloadPart: the same base64, of the masked event
+                payload = payload.replace(encoded, base64.b64encode(new), 1)
+            else:
+                payload = new
+            out = bytearray(body) if out is None else out
+            crc_at = message.end - 4
+            out[crc_at - len(payload) : crc_at] = payload
+            out[crc_at : message.end] = zlib.crc32(out[start:crc_at]).to_bytes(4, "big")
+        start = message.end
+    return bytes(out) if out is not None else body
+
+
+def _inner_json(payload: bytes) -> tuple[bytes, bytes | None]:
+    """A message's JSON, and the base64 text it came from when it is a PayloadPart's."""
+    if b'"bytes"' not in payload:
+        return payload, None
+    try:
+        encoded = orjson.loads(payload).get("bytes")
+        if isinstance(encoded, str) and encoded.encode() in payload:
+            return base64.b64decode(encoded, validate=True), encoded.encode()
+    except (orjson.JSONDecodeError, AttributeError, ValueError):
+        pass
+    return payload, None
+
+
+def _mask_documents(docs: list[bytes], *, whole_values: bool) -> list[bytes]:
+    """Each of `docs` (JSON texts, read in order as one stream) with every secret the joined
+    text of a field name's values holds masked where each piece lies; `whole_values`: a name
+    with a single value too."""
+    # each field name's text, put together
     texts = {
         name: b"".join(_decode(raw) for raw in values)
-        for name, values in _by_name(_STRING.findall(body)).items()
-        if len(values) > 1
+        for name, values in _by_name([t for doc in docs for t in _STRING.findall(doc)]).items()
+        if whole_values or len(values) > 1
     }
     found = {  # field name -> its joined text, every masked byte a NUL
         name: masked
@@ -68,13 +131,19 @@ def mask_split_keys(body: bytes) -> bytes:
         if masked != joined
     }
     if not found:
-        return body
+        return docs
     # Again, with each value's place, for the fields that hold a secret.
-    places = _by_name([(t.group(1), t.group(2), t.start(1)) for t in _STRING.finditer(body)])
-    out = bytearray(body)
+    places = _by_name(
+        [
+            (t.group(1), t.group(2), d, t.start(1))
+            for d, doc in enumerate(docs)
+            for t in _STRING.finditer(doc)
+        ]
+    )
+    out = [bytearray(doc) for doc in docs]
     for name, masked in found.items():
         at = 0
-        for raw, start in places[name]:
+        for raw, d, start in places[name]:
             text = _decode(raw)
             here = masked[at : at + len(text)]
             at += len(text)
@@ -83,8 +152,8 @@ def mask_split_keys(body: bytes) -> bytes:
             for i, byte in enumerate(here):
                 if byte == 0 and text[i] != 0:
                     lo, hi = _raw_span(raw, i)
-                    out[start + lo : start + hi] = b"*" * (hi - lo)
-    return bytes(out)
+                    out[d][start + lo : start + hi] = b"*" * (hi - lo)
+    return [bytes(doc) for doc in out]
 
 
 def _by_name(tokens: list[tuple[Any, ...]]) -> dict[bytes, list[Any]]:

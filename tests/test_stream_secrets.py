@@ -5,7 +5,9 @@ the same."""
 
 from __future__ import annotations
 
+import base64
 import itertools
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -14,8 +16,9 @@ from fixtures.capture.fake_upstream import FakeUpstream
 from fixtures.capture.harness import capture_lines, ingest_rows, recording_proxy, serving
 
 from pipeline.capture.mitm_flow import FlowSnapshot, snapshot_record
-from pipeline.capture_format import dumps_record
-from pipeline.stream_secrets import looks_streamed, mask_split_keys
+from pipeline.capture_format import dumps_record, make_record
+from pipeline.eventstream import encode_message, iter_eventstream
+from pipeline.stream_secrets import looks_streamed, mask_event_stream, mask_split_keys
 
 KEY = "sk-proj-Q7rT2mX9vLp4Wd8sKz3NbY6c"  # an OpenAI key's shape, 32 characters
 
@@ -161,3 +164,81 @@ def test_a_mitmproxy_flow_of_a_split_key_is_written_without_it() -> None:
     line = dumps_record(snapshot_record(snap))
     for piece in _eight_char_pieces(KEY):
         assert piece not in line
+
+
+def _converse_stream(pieces: list[str]) -> bytes:
+    """A Bedrock ConverseStream answer: one contentBlockDelta message per piece."""
+    head = {":message-type": "event", ":content-type": "application/json"}
+    body = encode_message({**head, ":event-type": "messageStart"}, b'{"role":"assistant"}')
+    for p in pieces:
+        delta = {"contentBlockIndex": 0, "delta": {"text": p}}
+        body += encode_message({**head, ":event-type": "contentBlockDelta"}, orjson.dumps(delta))
+    usage = {"usage": {"inputTokens": 20, "outputTokens": 9, "totalTokens": 29}, "metrics": {}}
+    return body + encode_message({**head, ":event-type": "metadata"}, orjson.dumps(usage))
+
+
+def _invoke_model_stream(pieces: list[str]) -> bytes:
+    """A Bedrock InvokeModel response stream: each chunk a PayloadPart whose base64 holds one
+    Anthropic stream event."""
+    head = {":message-type": "event", ":content-type": "application/json", ":event-type": "chunk"}
+    events = [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+        for p in pieces
+    ]
+    return b"".join(
+        encode_message(head, orjson.dumps({"bytes": base64.b64encode(orjson.dumps(e)).decode()}))
+        for e in events
+    )
+
+
+def _event_texts(body: bytes) -> str:
+    """The answer's text, read through the event stream's framing (every CRC checked)."""
+    out = []
+    for message in iter_eventstream(body):
+        event = orjson.loads(message.payload)
+        if "bytes" in event:
+            event = orjson.loads(base64.b64decode(event["bytes"]))
+        out.append(event.get("delta", {}).get("text", ""))
+    return "".join(out)
+
+
+def test_a_key_cut_across_converse_stream_messages_is_masked_with_each_crc_made_again() -> None:
+    answer = f"Your key is {KEY}."
+    start = answer.index("sk-")
+    body = _converse_stream(_pieces(answer, [start + 5, start + 17]))
+    masked = mask_event_stream(body)
+    assert len(masked) == len(body)
+    for piece in _eight_char_pieces(KEY):
+        assert piece not in masked
+    assert _event_texts(masked) == "Your key is " + "*" * len(KEY) + "."
+
+
+def test_a_key_inside_invoke_model_base64_chunks_is_masked_and_encoded_again() -> None:
+    # whole in one chunk or cut across two: base64 hides it from any masking of the raw bytes
+    for cuts in ([], [13]):
+        body = _invoke_model_stream(_pieces(f"key={KEY} ok", cuts))
+        masked = mask_event_stream(body)
+        assert len(masked) == len(body)
+        assert _event_texts(masked) == "key=" + "*" * len(KEY) + " ok"
+
+
+def test_a_recorded_bedrock_stream_keeps_no_key_and_still_gives_its_usage(tmp_path: Path) -> None:
+    body = _converse_stream(_pieces(f"use {KEY}", [9, 20]))
+    record = make_record(
+        started_at=datetime(2026, 11, 16, 9, tzinfo=UTC),
+        method="POST",
+        url="https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream",
+        request_headers=[("content-type", "application/json")],
+        request_body=b'{"messages":[{"role":"user","content":[{"text":"k"}]}]}',
+        status=200,
+        response_headers=[("content-type", "application/vnd.amazon.eventstream")],
+        response_body=body,
+    )
+    stored = base64.b64decode(record["response"]["body"])
+    assert record["response"]["body_encoding"] == "base64"
+    for piece in _eight_char_pieces(KEY):
+        assert piece not in stored
+    capture = tmp_path / "c.jsonl"
+    capture.write_bytes(dumps_record(record))
+    _result, rows = ingest_rows([capture], tmp_path / "wh")
+    assert [(r["input_tokens"], r["output_tokens"]) for r in rows] == [(20, 9)]
