@@ -13,11 +13,11 @@ from typing import Any
 
 import orjson
 
+from pipeline.body_secrets import mask_secrets
 from pipeline.records import HTTP_STATUSES, Exchange
 from pipeline.redact import (
     account_of,
     cut_text,
-    mask_secrets,
     mask_values,
     redact_headers,
     redact_url,

@@ -17,9 +17,10 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import schema
+from pipeline.body_secrets import mask_texts
 from pipeline.normalise import Normalised
 from pipeline.records import Reject
-from pipeline.redact import mask_texts, redact_text
+from pipeline.redact import redact_text
 from pipeline.warehouse import Warehouse
 
 # Buffered rows per process before a part is written. Measured at ~350 bytes per buffered

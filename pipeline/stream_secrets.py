@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
+from pipeline.body_secrets import mask_secrets_each
 from pipeline.eventstream import EventStreamError, iter_eventstream
-from pipeline.redact import mask_secrets_each
 
 # A JSON string token, and whether a `:` follows it (then it is a field name). Scanned left to
 # right from the body's start, tokens stay in step with the JSON of each event; SSE's own lines

@@ -6,12 +6,11 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.body_secrets import mask_secrets, mask_texts
 from pipeline.redact import (
     REDACTED,
     account_of,
     fingerprint,
-    mask_secrets,
-    mask_texts,
     redact_headers,
     redact_text,
     redact_url,

@@ -12,7 +12,7 @@ Secrets never reach the file: an attribute whose name says it holds a credential
 rule of `pipeline.redact`, e.g. `http.request.header.authorization`) has its value replaced, and
 URL attributes lose their credentials (`redact_url`, `redact_query`). Prompt text and other
 values (an exception's message and stack trace) pass the capture writer's last gate, which masks
-key shapes and credentials written as text (`pipeline.redact.mask_secrets`).
+key shapes and credentials written as text (`pipeline.body_secrets.mask_secrets`).
 """
 
 from __future__ import annotations

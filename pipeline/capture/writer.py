@@ -37,9 +37,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline.body_secrets import mask_secrets
 from pipeline.capture_format import dumps_record
 from pipeline.errors import InputError
-from pipeline.redact import mask_secrets
 
 FsyncPolicy = Literal["always", "interval", "never"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "interval", "never")
