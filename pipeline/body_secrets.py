@@ -234,16 +234,40 @@ def mask_secrets(data: bytes, *, fill: int | None = None) -> bytes:
     return _mask_bytes(data, has, mask) if has(_SCREEN) else data
 
 
+# Every alternative of _SCREEN holds one of these, case aside (a key shape's prefix, a word of
+# a credential name, a scheme, a URL's userinfo, a query parameter): a text holding none of them
+# cannot match it, and is known clean without Arrow compiling the screen (0.5 ms a call).
+_SCREEN_WORDS = (
+    b"sk-", b"gsk_", b"xai-", b"akia", b"asia", b"aiza", b"ghp_", b"github_pat_", b"xox", b"hf_",
+    b"eyj", b"auth", b"cookie", b"pass", b"bearer", b"basic", b"private key", b"://", b"key",
+    b"token", b"secret", b"credential", b"sig", b"pwd", b"code",
+)  # fmt: skip
+
+
+def could_hold_a_secret(value: bytes) -> bool:
+    """False only for a value no masking rule can match (`_SCREEN_WORDS`)."""
+    lowered = value.lower()
+    return any(word in lowered for word in _SCREEN_WORDS)
+
+
 def mask_secrets_each(values: list[bytes], *, fill: int | None = None) -> list[bytes]:
-    """`mask_secrets` of each value, the screen run once over them all (the fields of one
-    streamed answer: a screen per field cost ~0.5 ms each, more than the rest of the record)."""
+    """`mask_secrets` of each value, the screen run once over those that could hold a secret
+    (the fields of one streamed answer: a screen per field cost ~0.5 ms each, more than the
+    rest of the record)."""
+    suspects = [i for i, value in enumerate(values) if could_hold_a_secret(value)]
+    if not suspects:
+        return values
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
     except ImportError:
         return [mask_secrets(value, fill=fill) for value in values]
-    hits = pc.match_substring_regex(pa.array(values, pa.binary()), _SCREEN).to_pylist()
-    return [mask_secrets(v, fill=fill) if hit else v for v, hit in zip(values, hits, strict=True)]
+    column = pa.array([values[i] for i in suspects], pa.binary())
+    out = list(values)
+    for i, hit in zip(suspects, pc.match_substring_regex(column, _SCREEN).to_pylist(), strict=True):
+        if hit:
+            out[i] = mask_secrets(values[i], fill=fill)
+    return out
 
 
 def mask_texts(values: list[str]) -> pa.Array:
