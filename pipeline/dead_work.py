@@ -26,6 +26,14 @@ _SPILL = re.compile(rf"^{re.escape(SPILL_PREFIX)}(\d+)$")
 # weekly.py) and the Vega bundle being cached (`.vega-bundle-<versions>.js.<pid>.tmp`).
 REPORT_PAGE = re.compile(r"^\.[^/]+\.(?:html|json)\.(\d+)\.tmp$")
 VEGA_BUNDLE = re.compile(r"^\.vega-bundle-[^/]+\.js\.(\d+)\.tmp$")
+# A file of the user cache being written (pipeline/user_cache.py): the price library's rows
+# (`.price-library-<digest>.json.<pid>.tmp`) and the DuckDB file kept for new warehouses
+# (`.warehouse-db-<stamp>.duckdb.<pid>.tmp`).
+CACHE_FILE = re.compile(
+    r"^\.(?:price-library-[0-9a-f]+\.json|warehouse-db-[0-9a-f]+\.duckdb)\.(\d+)\.tmp$"
+)
+# A warehouse's DuckDB file being written (`.cacheaudit.duckdb.<pid>.tmp`, and its `.wal`).
+DB_WRITER = re.compile(r"^\.cacheaudit\.duckdb\.(\d+)\.tmp(?:\.wal)?$")
 
 
 def pid_alive(pid: int) -> bool:

@@ -46,9 +46,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import compaction, derived, schema, sql_catalog
+from pipeline import compaction, dead_work, derived, schema, sql_catalog
 from pipeline import sql as sqlmod
-from pipeline.dead_work import pid_alive
 from pipeline.raw_parts import read_options
 from pipeline.sql_text import quoted, strip_final_semicolon
 from pipeline.user_cache import cache_dir
@@ -239,6 +238,10 @@ def _keep_template(written: Path, stamp: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # a copy killed mid-write (SIGKILL: no clean-up runs) left its file for good
+        dead_work.remove_dead_work(
+            path.parent, dead_work.CACHE_FILE, own_only=True, files_only=True
+        )
         shutil.copyfile(written, tmp)
         tmp.replace(path)
         for old in path.parent.glob(f"{TEMPLATE_PREFIX}*.duckdb"):
@@ -282,11 +285,7 @@ def _remove_dead_writers_files(wh: Warehouse) -> None:
     """Remove the temporary files (4 MB and more each) of writers of this file that were killed
     (SIGKILL, SIGTERM: no clean-up ran): nothing else ever removed them. Only those of
     processes that are gone: writers run side by side under the shared lock."""
-    for path in wh.root.glob(f".{DB_NAME}.*.tmp*"):
-        pid = path.name.removeprefix(f".{DB_NAME}.").split(".", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                path.unlink()
+    dead_work.remove_dead_work(wh.root, dead_work.DB_WRITER, files_only=True)
 
 
 def write(wh: Warehouse, options: sqlmod.SqlOptions | None = None, *, wait: bool = True) -> Path:

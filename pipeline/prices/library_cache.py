@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from pipeline import dead_work
 from pipeline.prices.rows import Condition, Place, PriceRow, parse_condition
 from pipeline.user_cache import cache_dir
 
@@ -79,6 +80,10 @@ def store(release: str, rows: tuple[PriceRow, ...]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # a writer killed mid-write (SIGKILL: no clean-up runs) left its file for good
+        dead_work.remove_dead_work(
+            path.parent, dead_work.CACHE_FILE, own_only=True, files_only=True
+        )
         tmp.write_bytes(orjson.dumps({"release": release, "rows": [_row(r) for r in rows]}))
         tmp.replace(path)
     except OSError:
