@@ -140,6 +140,8 @@ def test_forgetting_a_folder_forgets_every_file_ingested_from_inside_it(tmp_path
     for i, path in enumerate([*inside, beside]):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(_conversation(path.stem, [steady, steady], 10 * i))
+    with inside[0].open("ab") as fh:
+        fh.write(b"not a record\n")  # a reject, forgotten with its file
     wh = tmp_path / "wh"
     ingested = run_cli("ingest", str(tmp_path / "capture"), str(beside), "-w", str(wh))
     assert ingested.returncode == 0, ingested.stderr
@@ -150,5 +152,7 @@ def test_forgetting_a_folder_forgets_every_file_ingested_from_inside_it(tmp_path
     done = run_cli("forget", str(tmp_path / "capture"), "-w", str(wh))
     assert done.returncode == 0, done.stderr
     assert "forgot 2 requests" in done.stderr and done.stderr.count("forgot") == 2
+    assert "forgot 2 requests and 1 reject (1 ingest of it)" in done.stderr  # not "1 rejects"
+    assert "forgot 2 requests and 0 rejects (1 ingest of it)" in done.stderr
     con = sql.connect(Warehouse(wh))
     assert con.execute("SELECT DISTINCT session_id FROM requests").fetchall() == [("c",)]

@@ -51,13 +51,14 @@ def forget(
     from pipeline.derived import DERIVED_DIR
     from pipeline.forget import finish
     from pipeline.forget import forget as run_forget
+    from pipeline.reports.numbers import count
 
     wh = existing_warehouse(warehouse)
     result = run_forget(wh, paths)
     for s in result.sources:
         err(
-            f"{s.source}: forgot {s.requests:,} requests and {s.rejected:,} rejects"
-            f" ({s.generations} ingest{'s' if s.generations != 1 else ''} of it)"
+            f"{s.source}: forgot {count(s.requests, 'request')} and"
+            f" {count(s.rejected, 'reject')} ({count(s.generations, 'ingest')} of it)"
         )
     if result.skipped_elsewhere:
         err(
