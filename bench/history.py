@@ -136,7 +136,7 @@ def _view_seconds(stderr: str) -> dict[str, float]:
     """Seconds per view from build's stderr (`request_prefix: 1,070,120 rows in 11.5 s ...`)."""
     out = {}
     for line in stderr.splitlines():
-        match = re.match(r"^(\w+): [\d,]+ rows in ([\d.]+) s", line)
+        match = re.match(r"^(\w+): [\d,]+ rows? in ([\d.]+) s", line)
         if match:
             out[match.group(1)] = float(match.group(2))
     return out

@@ -75,3 +75,24 @@ def test_capture_otlp_says_1_export_and_1_span_when_it_stops(tmp_path: Path) -> 
         proc.kill()
         proc.wait()
     assert "capture otlp: stopped; 1 export, 1 span written" in rest, rest
+
+
+def test_a_build_of_one_request_says_1_row_and_the_bench_still_reads_its_seconds(
+    tmp_path: Path,
+) -> None:
+    import importlib.util
+
+    capture = tmp_path / "one.jsonl"
+    capture.write_bytes(line(capture_record(1, record_id="r1")))
+    wh = str(tmp_path / "wh")
+    assert run_cli("ingest", str(capture), "-w", wh, "--workers", "1").returncode == 0
+    built = run_cli("build", "-w", wh)
+    assert built.returncode == 0, built.stderr
+    assert re.search(r"^request_prefix: 1 row in [\d.]+ s -> ", built.stderr, re.M), built.stderr
+    spec = importlib.util.spec_from_file_location(
+        "bench_history", Path(__file__).resolve().parents[1] / "bench" / "history.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert "request_prefix" in bench._view_seconds(built.stderr)

@@ -62,7 +62,7 @@ def forget(
         )
     if result.skipped_elsewhere:
         err(
-            f"other sources skipped {result.skipped_elsewhere:,} records as already stored"
+            f"other sources skipped {count(result.skipped_elsewhere, 'record')} as already stored"
             " or not LLM calls; any they shared with these files is gone with them: ingest"
             " those files again with --force to store it from there"
         )

@@ -115,8 +115,11 @@ def err(message: str) -> None:
 
 def say_built(results: Iterable[BuildResult], *, unchanged: bool = True) -> None:
     """A line per stored view `build` computed (and, with `unchanged`, per view it kept)."""
+    from pipeline.reports.numbers import count
+
     for r in results:
         if r.rebuilt:
-            err(f"{r.name}: {r.rows:,} rows in {r.seconds:.1f} s -> derived/{r.name}.parquet")
+            rows = count(r.rows, "row")
+            err(f"{r.name}: {rows} in {r.seconds:.1f} s -> derived/{r.name}.parquet")
         elif unchanged:
             err(f"{r.name}: up to date")
