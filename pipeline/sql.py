@@ -56,6 +56,10 @@ PERIOD_MEMORY_LIMIT_BYTES = 1024**3
 # where the pricing spills past the memory cap. A period read keeps it a view (few days, and a
 # lower memory cap).
 PRICED_ONCE = ("request_costs",)
+# Read several times by one command (`check` reads findings in five queries, `summary` in
+# three), each a grouping of every break with its money: computed once per whole-history
+# session of named views too, as a table of a few hundred rows.
+READ_SEVERAL_TIMES = ("findings",)
 # Whether this process has removed the spill folders of reading commands that were killed (once
 # per process: a command opens several sessions).
 _DEAD_SPILL_REMOVED = False
@@ -156,7 +160,7 @@ def _once_per_session(name: str, *, named: bool, period: Period | None) -> bool:
     """Whether a view not read from storage is computed once as a table of the session."""
     if name in MATERIALISED:
         return period is not None or named
-    return name in PRICED_ONCE and named and period is None
+    return name in (*PRICED_ONCE, *READ_SEVERAL_TIMES) and named and period is None
 
 
 def stored_views(con: duckdb.DuckDBPyConnection) -> set[str]:
