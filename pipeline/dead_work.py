@@ -10,10 +10,10 @@ the work of a process that is gone is removed (a pid alive now, even if reused, 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 # A view's folder or file (`.request_prefix.parquet.<pid>.tmp`), its group work folder (the
@@ -21,7 +21,7 @@ from pathlib import Path
 _WORK = re.compile(r"^(?:\.\w+\.parquet\.(\d+)\.tmp(?:\.work)?|\w+\.stamp\.(\d+)\.tmp)$")
 # The folder a reading command spills to (pipeline/sql.py).
 SPILL_PREFIX = "cacheaudit-spill-"
-_SPILL = re.compile(rf"^{re.escape(SPILL_PREFIX)}(\d+)$")
+SPILL_FOLDER = re.compile(rf"^{re.escape(SPILL_PREFIX)}(\d+)$")
 # A report's page or manifest being written (`.2026-W48.html.<pid>.tmp`, pipeline/reports/
 # weekly.py) and the Vega bundle being cached (`.vega-bundle-<versions>.js.<pid>.tmp`).
 REPORT_PAGE = re.compile(r"^\.[^/]+\.(?:html|json)\.(\d+)\.tmp$")
@@ -52,11 +52,13 @@ def remove_dead_builds_work(out_dir: Path) -> int:
     return remove_dead_work(out_dir, _WORK)
 
 
-def remove_dead_spill_folders(tmp_dir: Path | None = None) -> int:
-    """Remove the spill folders of reading commands whose process is gone from the temporary
-    directory (shared with other users: only this user's folders); returns how many."""
-    folder = Path(tempfile.gettempdir()) if tmp_dir is None else tmp_dir
-    return remove_dead_work(folder, _SPILL, own_only=True)
+@functools.cache
+def remove_dead_work_once(
+    folder: Path, pattern: re.Pattern[str], *, own_only: bool = False, files_only: bool = False
+) -> int:
+    """`remove_dead_work`, once per process for each folder and pattern: a command opens many
+    sessions and writes many pages, and one look is enough."""
+    return remove_dead_work(folder, pattern, own_only=own_only, files_only=files_only)
 
 
 def remove_dead_work(

@@ -11,7 +11,6 @@ the view's order (undated requests, sorted last by the view, come last).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -64,19 +63,3 @@ def _run(
     days: list[date], by_day: dict[date | None, list[Path]]
 ) -> tuple[Period | None, list[Path]]:
     return Period(days[0], days[-1]), [p for d in days for p in by_day[d]]
-
-
-def compute_by_day_runs(
-    con: duckdb.DuckDBPyConnection,
-    name: str,
-    sql: str,
-    runs: list[tuple[Period | None, list[Path]]],
-    show_run: Callable[[Period | None, list[Path]], None],
-) -> None:
-    """The temporary table `name` of `sql` (a query reading `requests`), computed once per run
-    with `show_run(days, parts)` making `requests` show that run's parts only (and what is
-    stored by day, those days); the caller puts everything back afterwards."""
-    for i, (days, parts) in enumerate(runs):
-        show_run(days, parts)
-        verb = f"CREATE TEMP TABLE {name} AS" if i == 0 else f"INSERT INTO {name}"
-        con.execute(f"{verb} {sql}")

@@ -22,7 +22,7 @@ from pipeline import compaction, ctrl_c, dead_work, schema
 from pipeline.derived import MATERIALISED, fresh_derived, warehouse_state
 from pipeline.errors import QueryError
 from pipeline.period import Period, margin_days, parts_within, stored_files
-from pipeline.priced_by_days import compute_by_day_runs, day_runs
+from pipeline.priced_by_days import day_runs
 from pipeline.raw_parts import raw_relation
 from pipeline.sql_catalog import Query, creation_order, load_queries, needed, views_named_in
 
@@ -60,9 +60,6 @@ PRICED_ONCE = ("request_costs",)
 # three), each a grouping of every break with its money: computed once per whole-history
 # session of named views too, as a table of a few hundred rows.
 READ_SEVERAL_TIMES = ("findings",)
-# Whether this process has removed the spill folders of reading commands that were killed (once
-# per process: a command opens several sessions).
-_DEAD_SPILL_REMOVED = False
 
 
 def _register_raw(con: duckdb.DuckDBPyConnection, table: str, files: list[Path]) -> None:
@@ -160,7 +157,7 @@ def _once_per_session(name: str, *, named: bool, period: Period | None) -> bool:
     """Whether a view not read from storage is computed once as a table of the session."""
     if name in MATERIALISED:
         return period is not None or named
-    return name in (*PRICED_ONCE, *READ_SEVERAL_TIMES) and named and period is None
+    return name in READ_SEVERAL_TIMES and named and period is None
 
 
 def stored_views(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -217,21 +214,25 @@ def _priced_by_day_runs(
     time (pipeline/priced_by_days.py): whole, 10M requests spilled far past the memory cap.
     Each run reads its own days of the stored request_prefix too (expected_cache's input):
     scanning all of it for every run cost more than the pricing."""
-
-    def show_run(days: Period | None, parts: list[Path]) -> None:
-        _register_raw(con, "requests", parts)
-        if prefix is not None:
-            view_from_parquet(con, "request_prefix", prefix, days)
-
     runs = day_runs(con, files)
     if len(runs) < 2:
         compute_once(con, q)
         return
+    body = strip_final_semicolon(q.sql)
     try:
-        compute_by_day_runs(con, quoted(q.name), strip_final_semicolon(q.sql), runs, show_run)
+        for i, (days, parts) in enumerate(runs):
+            _register_raw(con, "requests", parts)
+            if prefix is not None:
+                view_from_parquet(con, "request_prefix", prefix, days)
+            verb = (
+                f"CREATE TEMP TABLE {quoted(q.name)} AS"
+                if i == 0
+                else f"INSERT INTO {quoted(q.name)}"
+            )
+            con.execute(f"{verb} {body}")
     except duckdb.Error as exc:
         raise QueryError(f"{q.path.name}: {one_line(exc)}") from exc
-    finally:
+    finally:  # every request again, and every stored day, for the rest of the session
         _register_raw(con, "requests", files)
         if prefix is not None:
             view_from_parquet(con, "request_prefix", prefix)
@@ -269,11 +270,9 @@ def _limit_read_memory(con: duckdb.DuckDBPyConnection, cap: int | None = None) -
     past it to a directory of this process, which DuckDB empties when the connection closes.
     A process killed (SIGKILL) leaves its directory behind: the first read of each process
     removes those of processes that are gone."""
-    global _DEAD_SPILL_REMOVED
-    if not _DEAD_SPILL_REMOVED:
-        _DEAD_SPILL_REMOVED = True
-        dead_work.remove_dead_spill_folders()
-    spill = Path(tempfile.gettempdir()) / f"{dead_work.SPILL_PREFIX}{os.getpid()}"
+    tmp = Path(tempfile.gettempdir())
+    dead_work.remove_dead_work_once(tmp, dead_work.SPILL_FOLDER, own_only=True)
+    spill = tmp / f"{dead_work.SPILL_PREFIX}{os.getpid()}"
     limit = build_memory_limit() if cap is None else min(cap, build_memory_limit())
     con.execute("SET temp_directory = ?", [str(spill)])
     con.execute("SET memory_limit = ?", [f"{limit // 1024**2}MiB"])

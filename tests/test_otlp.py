@@ -131,76 +131,37 @@ def test_otlp_ingests_through_the_cli(cli, tmp_path: Path) -> None:  # type: ign
     ]
 
 
-@pytest.mark.parametrize("code", [2, "STATUS_CODE_ERROR"])
-def test_span_status_error_is_read_from_the_enum_number_or_name(
-    code: object, tmp_path: Path
-) -> None:
-    doc = {
-        "resourceSpans": [
-            {
-                "scopeSpans": [
-                    {
-                        "spans": [
-                            {
-                                "traceId": "a",
-                                "spanId": "b",
-                                "startTimeUnixNano": "1782907200000000000",
-                                "attributes": [
-                                    {
-                                        "key": "gen_ai.provider.name",
-                                        "value": {"stringValue": "openai"},
-                                    }
-                                ],
-                                "status": {"code": code},
-                            }
-                        ]
-                    }
-                ]
-            }
-        ]
+def _one_span(tmp_path: Path, attributes: dict[str, str], status_code: object) -> Exchange:
+    """The exchange of one OTLP span (an OpenAI call at 2026-07-01 12:00 UTC) with these string
+    attributes beside its provider, and this status code."""
+    attrs = {"gen_ai.provider.name": "openai", **attributes}
+    span = {
+        "traceId": "a",
+        "spanId": "b",
+        "startTimeUnixNano": "1782907200000000000",
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+        "status": {"code": status_code},
     }
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(doc) + "\n")
     (item,) = list(iter_otlp(path))
     assert isinstance(item, Exchange)
+    return item
+
+
+@pytest.mark.parametrize("code", [2, "STATUS_CODE_ERROR"])
+def test_span_status_error_is_read_from_the_enum_number_or_name(
+    code: object, tmp_path: Path
+) -> None:
+    item = _one_span(tmp_path, {}, code)
     assert normalise(item, "x").row["outcome"] == "http_error"
 
 
 def test_a_key_quoted_in_a_failed_spans_error_type_is_not_stored(tmp_path: Path) -> None:
     # instrumentations put the exception's text in `error.type` as often as its class name
     key = "sk-proj-" + "Zq7Wv2Lm9Xc4Rt8Yb1Nd6Hs3Kf5Gj0Pa"
-    doc = {
-        "resourceSpans": [
-            {
-                "scopeSpans": [
-                    {
-                        "spans": [
-                            {
-                                "traceId": "a",
-                                "spanId": "b",
-                                "startTimeUnixNano": "1782907200000000000",
-                                "attributes": [
-                                    {
-                                        "key": "gen_ai.provider.name",
-                                        "value": {"stringValue": "openai"},
-                                    },
-                                    {
-                                        "key": "error.type",
-                                        "value": {"stringValue": f"401 Incorrect API key: {key}"},
-                                    },
-                                ],
-                                "status": {"code": 2},
-                            }
-                        ]
-                    }
-                ]
-            }
-        ]
-    }
-    path = tmp_path / "t.jsonl"
-    path.write_text(json.dumps(doc) + "\n")
-    (item,) = list(iter_otlp(path))
-    assert isinstance(item, Exchange)
+    item = _one_span(tmp_path, {"error.type": f"401 Incorrect API key: {key}"}, 2)
     error_type = normalise(item, "x").row["error_type"]
     assert error_type == "401 Incorrect API key: [REDACTED]"
 

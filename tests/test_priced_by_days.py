@@ -5,6 +5,7 @@ order, of request_costs priced in one piece."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,18 +38,32 @@ def test_request_costs_priced_a_few_days_at_a_time_equal_those_priced_at_once(
     wh: Warehouse, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs: list[int] = []
-    real = priced_by_days.compute_by_day_runs
+    real = priced_by_days.day_runs
 
-    def counting(*args: Any) -> None:
-        runs.append(len(args[3]))
-        real(*args)
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        runs.append(len(found))
+        return found
 
-    monkeypatch.setattr(sqlmod, "compute_by_day_runs", counting)
+    monkeypatch.setattr(sqlmod, "day_runs", counting)
+    shown: list[list[Path]] = []  # the parts `requests` showed, each time they were set
+    register = sqlmod._register_raw
+
+    def registering(con: Any, table: str, files: list[Path]) -> None:
+        if table == "requests":
+            shown.append(sorted(files))
+        register(con, table, files)
+
+    monkeypatch.setattr(sqlmod, "_register_raw", registering)
     monkeypatch.setattr(priced_by_days, "CHUNK_REQUESTS", 150)
     by_runs = sqlmod.connect(wh, only=["request_costs"])
     # the demo's week in runs of up to 150 requests (a day holds more: a run each), then the
     # undated request alone
     assert runs and runs[0] >= 5
+    # priced run by run: each run showed its own parts, between the session's first and last
+    # look at all of them
+    assert len(shown) == runs[0] + 2 and shown[0] == shown[-1]
+    assert sorted(p for run in shown[1:-1] for p in run) == shown[0]
     whole = sqlmod.connect(wh)  # every view: request_costs a plain view, priced in one piece
     expected = _rows(whole)
     assert len(expected) > 1000 and any(r[1] is None for r in expected)  # started_at

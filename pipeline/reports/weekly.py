@@ -113,18 +113,12 @@ def _load_manifest(out_dir: Path) -> dict[str, dict[str, Any]]:
     return data if isinstance(data, dict) else {}
 
 
-# The report folders this process has removed killed reports' half-written pages from.
-_SWEPT: set[Path] = set()
-
-
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # A report killed while it wrote a page (SIGKILL: no clean-up runs) left its temporary file
     # beside the pages for good; the next report writing into the folder removes those of
     # processes that are gone, once per folder.
-    if path.parent not in _SWEPT:
-        _SWEPT.add(path.parent)
-        dead_work.remove_dead_work(path.parent, dead_work.REPORT_PAGE, files_only=True)
+    dead_work.remove_dead_work_once(path.parent, dead_work.REPORT_PAGE, files_only=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)

@@ -52,9 +52,9 @@ def test_the_spill_folder_of_a_gone_process_owned_by_another_user_is_left(
     dead = _spill_folder(tmp_path, _dead_pid())
     os.chown(dead, 65534, 65534)  # nobody's
 
-    assert dead_work.remove_dead_spill_folders(tmp_path) == 0
+    assert dead_work.remove_dead_work(tmp_path, dead_work.SPILL_FOLDER, own_only=True) == 0
     assert dead.exists()
 
     os.chown(dead, os.getuid(), os.getgid())
-    assert dead_work.remove_dead_spill_folders(tmp_path) == 1
+    assert dead_work.remove_dead_work(tmp_path, dead_work.SPILL_FOLDER, own_only=True) == 1
     assert not dead.exists()
